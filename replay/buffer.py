@@ -1,0 +1,124 @@
+"""The replay memory the training loop talks to: one storage, one interchangeable sampler."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from replay.priorities import WeightNormalization, importance_weights
+from replay.sampler import Sampler
+from replay.storage import FrameStorage, SlotChanges
+
+
+@dataclass
+class Batch:
+    """A minibatch in the arrays the buffer reuses for every batch (valid until the next one).
+
+    `all_states` holds the B states followed by their B next states, so the online network can
+    see both in one forward pass; `states` and `next_states` are views of its halves.
+    `terminals` is 1.0 where the target must not bootstrap. `weights` are the importance
+    weights, exactly 1 under uniform replay.
+    """
+
+    indices: np.ndarray
+    all_states: np.ndarray
+    states: np.ndarray
+    next_states: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminals: np.ndarray
+    probabilities: np.ndarray
+    weights: np.ndarray
+
+
+class NonFiniteTDErrors(FloatingPointError):
+    """TD errors kept coming back NaN or infinite: the learner has diverged."""
+
+
+class ReplayBuffer:
+    """Glues a `FrameStorage` to a `Sampler` and hands out `Batch`es.
+
+    The storage announces which slots become and stop being sampleable and the buffer forwards
+    that to the sampler, so the two never disagree. Sampling, learning and the priority update
+    happen in one loop iteration with nothing added in between, so the indices passed to
+    `update_priorities` still name the transitions that were learned from.
+    """
+
+    def __init__(
+        self,
+        storage: FrameStorage,
+        sampler: Sampler,
+        batch_size: int,
+        weight_normalization: WeightNormalization = "batch",
+        nonfinite_patience: int = 100,
+    ):
+        self.storage = storage
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.weight_normalization = weight_normalization
+        self.nonfinite_patience = nonfinite_patience
+        self.nonfinite_td_errors = 0
+        self._nonfinite_streak = 0
+        self._state_slots = np.empty(2 * batch_size, dtype=np.int64)
+        self._all_states = np.empty(
+            (2 * batch_size, storage.history_length, *storage.frame_shape), dtype=np.uint8
+        )
+
+    def start_episode(self, frame: np.ndarray) -> None:
+        self._forward(self.storage.start_episode(frame))
+
+    def add(self, action: int, reward: float, terminal: bool, next_frame: np.ndarray) -> None:
+        self._forward(self.storage.add(action, reward, terminal, next_frame))
+
+    def _forward(self, changes: SlotChanges) -> None:
+        for slot in changes.left:
+            self.sampler.remove(slot)
+        for slot in changes.entered:
+            self.sampler.add(slot)
+
+    def sample(self, importance_exponent: float) -> Batch:
+        """Draw a minibatch; `importance_exponent` is β of the importance weights."""
+        indices, probabilities = self.sampler.sample(self.batch_size)
+        size = len(self.sampler)
+        min_probability = (
+            self.sampler.min_probability() if self.weight_normalization == "buffer" else None
+        )
+        weights = importance_weights(
+            probabilities, size, importance_exponent, self.weight_normalization, min_probability
+        )
+        batch_size = self.batch_size
+        self._state_slots[:batch_size] = indices
+        self._state_slots[batch_size:] = (indices + 1) % self.storage.capacity
+        self.storage.gather_states(self._state_slots, out=self._all_states)
+        return Batch(
+            indices=indices,
+            all_states=self._all_states,
+            states=self._all_states[:batch_size],
+            next_states=self._all_states[batch_size:],
+            actions=self.storage.actions[indices],
+            rewards=self.storage.rewards[indices],
+            terminals=self.storage.terminals[indices],
+            probabilities=probabilities,
+            weights=weights,
+        )
+
+    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Give the sampled transitions their new |δ|; non-finite errors are left out.
+
+        Raises `NonFiniteTDErrors` once `nonfinite_patience` consecutive batches had any.
+        """
+        finite = np.isfinite(td_errors)
+        if finite.all():
+            self._nonfinite_streak = 0
+            self.sampler.update(indices, td_errors)
+            return
+        self.nonfinite_td_errors += int((~finite).sum())
+        self._nonfinite_streak += 1
+        if self._nonfinite_streak >= self.nonfinite_patience:
+            raise NonFiniteTDErrors(
+                f"TD errors were NaN or infinite in {self._nonfinite_streak} consecutive batches "
+                f"({self.nonfinite_td_errors} in all): the learner has diverged"
+            )
+        self.sampler.update(indices[finite], td_errors[finite])
+
+    def __len__(self) -> int:
+        return len(self.sampler)

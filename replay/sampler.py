@@ -1,0 +1,86 @@
+"""The sampler protocol, the one polymorphic seam of the replay, and the uniform sampler."""
+
+from typing import Protocol
+
+import numpy as np
+
+
+class Sampler(Protocol):
+    """Chooses storage slots to replay.
+
+    The storage decides which slots are sampleable and announces them with `add` and `remove`;
+    a sampler only ever returns slots currently added, so nothing downstream rejects or
+    resamples. `sample` returns the slots and the probability with which each was drawn under
+    the sampler's own distribution, which is what the importance weights need.
+    """
+
+    def add(self, index: int) -> None: ...
+
+    def remove(self, index: int) -> None: ...
+
+    def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None: ...
+
+    def min_probability(self) -> float: ...
+
+    def priorities(self) -> np.ndarray: ...
+
+    @property
+    def max_priority(self) -> float: ...
+
+    def __len__(self) -> int: ...
+
+
+class UniformSampler:
+    """Draws sampleable slots uniformly with replacement, as DQN's replay does.
+
+    Invariant: `_members[:_size]` holds each sampleable slot exactly once and
+    `_position[slot]` is its place there (−1 when absent), so add, remove and each draw are
+    O(1). Every slot has priority 1, so probabilities are 1/N and importance weights are 1.
+    """
+
+    def __init__(self, capacity: int, rng: np.random.Generator):
+        self._rng = rng
+        self._members = np.empty(capacity, dtype=np.int64)
+        self._position = np.full(capacity, -1, dtype=np.int64)
+        self._size = 0
+
+    def add(self, index: int) -> None:
+        if self._position[index] >= 0:
+            raise ValueError(f"slot {index} is already sampleable")
+        self._members[self._size] = index
+        self._position[index] = self._size
+        self._size += 1
+
+    def remove(self, index: int) -> None:
+        position = self._position[index]
+        if position < 0:
+            raise ValueError(f"slot {index} is not sampleable")
+        last = self._members[self._size - 1]
+        self._members[position] = last
+        self._position[last] = position
+        self._position[index] = -1
+        self._size -= 1
+
+    def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._size == 0:
+            raise ValueError("cannot sample from an empty replay")
+        indices = self._members[self._rng.integers(0, self._size, size=batch_size)]
+        return indices, np.full(batch_size, 1.0 / self._size)
+
+    def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
+        """Uniform replay ignores TD errors."""
+
+    def min_probability(self) -> float:
+        return 1.0 / self._size
+
+    def priorities(self) -> np.ndarray:
+        return np.ones(self._size)
+
+    @property
+    def max_priority(self) -> float:
+        return 1.0
+
+    def __len__(self) -> int:
+        return self._size
