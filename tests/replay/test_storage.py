@@ -103,7 +103,10 @@ def test_every_sampleable_slot_matches_a_naive_history(capacity, steps, seed):
             continue
         expected_sampleable.append(t % capacity)
         expected_stacks.append(
-            [history[u][0] if u >= 0 and history[u][1] == episode else 0 for u in range(t - 3, t + 1)]
+            [
+                history[u][0] if u >= 0 and history[u][1] == episode else 0
+                for u in range(t - 3, t + 1)
+            ]
         )
     order = np.argsort(expected_sampleable)
     np.testing.assert_array_equal(

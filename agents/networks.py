@@ -1,0 +1,63 @@
+"""The Nature DQN convolutional network with the tuned Double DQN's shared-bias head."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+FRAME_SIZE = 84  # frames are 84x84 grayscale (the paper's preprocessing)
+CONV_OUTPUT_SIZE = 64 * 7 * 7  # 84 -(8/4)-> 20 -(4/2)-> 9 -(3/1)-> 7, 64 channels = 3136
+
+
+class NatureQNetwork(nn.Module):
+    """Q(s, ·) for a stack of `history_length` uint8 frames (Mnih et al. 2015).
+
+    Input: uint8 tensor (B, history_length, 84, 84) with raw pixel values 0..255; it is
+    converted to float in [0, 1] inside `forward`, so replay and data transfers stay uint8
+    (4x smaller) until this point. Output: float32 (B, num_actions).
+
+    The head is a linear map WITHOUT per-action biases plus ONE scalar bias shared by all
+    actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper.
+    """
+
+    def __init__(self, num_actions: int, history_length: int = 4) -> None:
+        super().__init__()
+        if num_actions < 1 or history_length < 1:
+            raise ValueError(
+                f"need num_actions >= 1 and history_length >= 1, got "
+                f"{num_actions} and {history_length}"
+            )
+        self.num_actions = num_actions
+        self.history_length = history_length
+        # torch's default init (kaiming_uniform with a=sqrt(5), bias bound 1/sqrt(fan_in)) is
+        # exactly Torch7's uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) used in DeepMind's DQN code.
+        self.features = nn.Sequential(
+            nn.Conv2d(history_length, 32, kernel_size=8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(CONV_OUTPUT_SIZE, 512),
+            nn.ReLU(),
+        )
+        self.head = nn.Linear(512, num_actions, bias=False)
+        bound = 1.0 / math.sqrt(512)  # same rule as a linear layer's bias with fan_in 512
+        self.head_bias = nn.Parameter(torch.empty(()).uniform_(-bound, bound))
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        """Q values from raw uint8 frames; rejects any other dtype (a float input of 0..255
+        pixels would silently be 255x too large)."""
+        if frames.dtype != torch.uint8:
+            raise TypeError(
+                f"NatureQNetwork expects uint8 frames, got {frames.dtype}; "
+                "use q_from_scaled for frames already scaled to [0, 1]"
+            )
+        return self.q_from_scaled(frames.float().div_(255.0))
+
+    def q_from_scaled(self, scaled: torch.Tensor) -> torch.Tensor:
+        """Q values from float frames already scaled to [0, 1], shape (B, history, 84, 84)."""
+        return self.head(self.features(scaled)) + self.head_bias

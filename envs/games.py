@@ -1,0 +1,121 @@
+"""The Atari-57 games: ids, display names and the reference scores used for normalization.
+
+The table lives in ``envs/data/atari57_reference_scores.csv`` (sources in ``envs/data/README.md``).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+_CSV_NAME = "atari57_reference_scores.csv"
+_ACCEPTED = (
+    "Accepted: ale-py ROM ids (e.g. breakout), display names (Breakout) "
+    "or gymnasium ids (ALE/Breakout-v5)."
+)
+# ALE/Breakout-v5, Breakout-v5, BreakoutNoFrameskip-v4, BreakoutDeterministic-v4
+_GYM_ID = re.compile(
+    r"^\s*(?:ale/)?(?P<name>[a-z0-9]+?)(?:noframeskip|deterministic)?-v\d+\s*$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Game:
+    """One Atari game and its reference scores.
+
+    ``human_starts_*`` belong to the human-starts protocol (the PER paper's Table 7),
+    ``noop_*`` to the no-op starts protocol; never mix the two when normalizing.
+    """
+
+    name: str  # display name, e.g. "Breakout", "Up'n Down"
+    rom_id: str  # ale-py ROM id, e.g. "up_n_down"
+    gym_id: str  # gymnasium id, e.g. "ALE/UpNDown-v5"
+    human_starts_random: float
+    human_starts_human: float
+    noop_random: float
+    noop_human: float
+    aliases: tuple[str, ...] = ()  # other display spellings, e.g. ("Up and Down",)
+
+
+def _key(text: str) -> str:
+    """Case, spaces and punctuation are not significant in game names."""
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def _parse_display(column: str) -> tuple[str, tuple[str, ...]]:
+    """Split the csv's game column: a ``(…)`` part is an alias, a trailing ``*`` is dropped.
+
+    "Up'n Down (Up and Down)" -> ("Up'n Down", ("Up and Down",)); "Berzerk*" -> ("Berzerk", ()).
+    """
+    match = re.fullmatch(r"(?P<name>.*?)\s*(?:\((?P<alias>[^)]*)\))?\s*", column)
+    name = match["name"].rstrip("*").strip()
+    alias = (match["alias"] or "").strip()
+    return name, ((alias,) if alias else ())
+
+
+def _read_table() -> tuple[Game, ...]:
+    text = resources.files(__package__).joinpath("data", _CSV_NAME).read_text("utf-8")
+    games = []
+    for row in csv.DictReader(text.splitlines()):
+        name, aliases = _parse_display(row["game"])
+        games.append(
+            Game(
+                name=name,
+                rom_id=row["rom_id"],
+                gym_id=row["gym_id"],
+                human_starts_random=float(row["human_starts_random"]),
+                human_starts_human=float(row["human_starts_human"]),
+                noop_random=float(row["noop_random"]),
+                noop_human=float(row["noop_human"]),
+                aliases=aliases,
+            )
+        )
+    return tuple(games)
+
+
+@functools.cache
+def all_games() -> tuple[Game, ...]:
+    """The 57 games in the csv's order."""
+    return _read_table()
+
+
+@functools.cache
+def _lookup() -> dict[str, Game]:
+    """Normalized key -> game; a key claimed by two games is a table error, not a guess."""
+    table: dict[str, Game] = {}
+    for game in all_games():
+        # The csv's column as written, e.g. "Up'n Down (Up and Down)".
+        verbatim = game.name + "".join(game.aliases)
+        spellings = (game.rom_id, game.name, *game.aliases, verbatim, _gym_name(game.gym_id))
+        for key in {_key(s) for s in spellings}:
+            if table.setdefault(key, game) is not game:
+                raise RuntimeError(f"game name {key!r} is ambiguous in {_CSV_NAME}")
+    return table
+
+
+def _gym_name(gym_id: str) -> str:
+    match = _GYM_ID.match(gym_id)
+    return match["name"] if match else gym_id
+
+
+def resolve_game(name: str) -> Game:
+    """Find a game by ROM id, display name or gymnasium id.
+
+    Matching ignores case, spaces and punctuation: ``breakout``, ``Breakout``,
+    ``ALE/Breakout-v5``, ``BreakoutNoFrameskip-v4``, ``up_n_down``, ``Up and Down``, ``James Bond``
+    all resolve. Raises ``ValueError`` (one line, with close suggestions) for an unknown name.
+    """
+    table = _lookup()
+    for candidate in (name, _gym_name(name)):
+        game = table.get(_key(candidate))
+        if game is not None:
+            return game
+    close = difflib.get_close_matches(_key(_gym_name(name)), table, n=5, cutoff=0.6)
+    suggestions = list(dict.fromkeys(table[key].rom_id for key in close))
+    hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else "."
+    raise ValueError(f"unknown game {name!r} (env.game){hint} {_ACCEPTED}")

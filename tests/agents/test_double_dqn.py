@@ -1,0 +1,299 @@
+"""DoubleDQN: exact Double-Q targets, weighted Huber loss and its gradient, acting,
+target sync, checkpoints, device resolution, host staging, and a learning sanity check."""
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from agents import DoubleDQN, LearnStats, double_q_targets, resolve_device, weighted_huber_loss
+from agents.double_dqn import PinnedStaging
+
+NO_GPU = not torch.cuda.is_available()
+
+
+@dataclass
+class FakeBatch:
+    """Stand-in for the replay's batch: the same numpy fields, dtypes and layout."""
+
+    all_states: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminals: np.ndarray
+    weights: np.ndarray
+
+    @property
+    def states(self) -> np.ndarray:
+        return self.all_states[: len(self.actions)]
+
+    @property
+    def next_states(self) -> np.ndarray:
+        return self.all_states[len(self.actions) :]
+
+
+def id_batch(state_ids, next_ids, actions, rewards, terminals, weights) -> FakeBatch:
+    """Every frame of state i is filled with the byte i, so LookupQ can identify it."""
+    ids = np.array(list(state_ids) + list(next_ids), dtype=np.uint8)
+    all_states = np.broadcast_to(ids[:, None, None, None], (len(ids), 4, 84, 84)).copy()
+    return FakeBatch(
+        all_states,
+        np.array(actions, np.int64),
+        np.array(rewards, np.float32),
+        np.array(terminals, np.float32),
+        np.array(weights, np.float32),
+    )
+
+
+def random_batch(batch_size=8, num_actions=4, seed=0) -> FakeBatch:
+    rng = np.random.default_rng(seed)
+    return FakeBatch(
+        rng.integers(0, 256, (2 * batch_size, 4, 84, 84), dtype=np.uint8),
+        rng.integers(0, num_actions, batch_size),
+        rng.uniform(-1, 1, batch_size).astype(np.float32),
+        (rng.random(batch_size) < 0.25).astype(np.float32),
+        rng.uniform(0.2, 1.0, batch_size).astype(np.float32),
+    )
+
+
+class LookupQ(nn.Module):
+    """Q(s, ·) = table[s], where s is the byte stored in the state's frames."""
+
+    def __init__(self, rows):
+        super().__init__()
+        self.table = nn.Parameter(torch.tensor(rows, dtype=torch.float32))
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.table[frames[:, 0, 0, 0].long()]
+
+
+def make_agent(seed=0, num_actions=4, device="cpu", **kwargs) -> DoubleDQN:
+    return DoubleDQN(num_actions, rng=np.random.default_rng(seed), device=device, **kwargs)
+
+
+# Hand-built case, 3 actions, discount 0.5. Rows 0-3 are S_j, rows 4-7 are S_{j+1}. The online
+# and target nets disagree on S': plain DQN (max of target) or evaluating the online argmax
+# with the online net would both give other targets than Double DQN.
+ONLINE = [
+    [1, 2, 3],
+    [0.5, 0.25, 0],
+    [2, 2, 2],
+    [0, 0, -1.25],
+    [1, 5, 2],
+    [3, 0, 0],
+    [0, 0, 1],
+    [0, 2, 1],
+]
+TARGET = [[0, 0, 0]] * 4 + [[10, 3, 7], [2, 6, 0], [9, 9, 9], [0, -4, 8]]
+ACTIONS, REWARDS = [0, 1, 2, 2], [1, 0, -1, 0.5]
+TERMINALS, WEIGHTS = [0, 0, 1, 0], [1, 0.5, 0.25, 2]
+# y = r + 0.5 (1 - t) Q_target(S', argmax Q_online(S')) = [2.5, 1, -1, -1.5]; Q(S,A) below.
+Q_TAKEN = [1, 0.25, 2, -1.25]
+EXPECTED_TD = [1.5, 0.75, -3.0, -0.25]
+# Huber_1 = [1, 0.28125, 2.5, 0.03125]; weighted sum 1.828125; mean over 4:
+EXPECTED_LOSS = 0.45703125
+# d loss / d Q(S, A) = -w clip(delta, -1, 1) / B
+EXPECTED_GRAD_Q = [-0.25, -0.09375, 0.0625, 0.125]
+
+
+def test_double_q_targets_select_online_evaluate_target():
+    next_online = torch.tensor(ONLINE[4:], dtype=torch.float32)
+    next_target = torch.tensor(TARGET[4:], dtype=torch.float32)
+    targets = double_q_targets(
+        next_online,
+        next_target,
+        torch.tensor(REWARDS),
+        torch.tensor(TERMINALS, dtype=torch.float32),
+        discount=0.5,
+    )
+    assert targets.tolist() == [2.5, 1.0, -1.0, -1.5]
+    plain_dqn = torch.tensor(REWARDS) + 0.5 * torch.tensor([1, 1, 0, 1]) * next_target.max(1).values
+    assert plain_dqn.tolist() == [6.0, 3.0, -1.0, 4.5]  # what plain DQN's max would give
+
+
+def test_double_q_targets_discount_and_terminal_masking():
+    ones = torch.ones(2, 2)
+    targets = double_q_targets(
+        ones, 4 * ones, torch.tensor([0.5, 0.5]), torch.tensor([0.0, 1.0]), discount=0.75
+    )
+    assert targets.tolist() == [0.5 + 0.75 * 4, 0.5]
+
+
+@pytest.mark.parametrize("single_forward", [False, True])
+def test_learn_returns_exact_raw_td_errors_loss_and_gradient(single_forward):
+    agent = make_agent(num_actions=3, discount=0.5)
+    agent.single_forward = single_forward
+    agent.online, agent.target = LookupQ(ONLINE), LookupQ(TARGET)
+    stats = agent.learn(id_batch(range(4), range(4, 8), ACTIONS, REWARDS, TERMINALS, WEIGHTS))
+    assert isinstance(stats, LearnStats)
+    assert stats.td_errors.dtype == np.float32
+    assert stats.td_errors.tolist() == EXPECTED_TD
+    assert stats.loss == EXPECTED_LOSS
+    assert stats.mean_q == 0.5
+    expected_grad = np.zeros((8, 3), np.float32)  # next-state rows get no gradient
+    expected_grad[np.arange(4), ACTIONS] = EXPECTED_GRAD_Q
+    np.testing.assert_array_equal(agent.online.table.grad.numpy(), expected_grad)
+    assert agent.target.table.grad is None
+
+
+def test_weighted_huber_loss_values_and_gradient():
+    q = torch.tensor(Q_TAKEN, requires_grad=True)
+    targets = torch.tensor([2.5, 1.0, -1.0, -1.5])
+    loss = weighted_huber_loss(targets - q, torch.tensor(WEIGHTS), kappa=1.0)
+    assert loss.item() == EXPECTED_LOSS
+    loss.backward()
+    assert q.grad.tolist() == EXPECTED_GRAD_Q
+    # kappa = 2: Huber = [1.125, 0.28125, 2*(3-1), 0.03125], weights as above.
+    wider = weighted_huber_loss(torch.tensor(EXPECTED_TD), torch.tensor(WEIGHTS), kappa=2.0)
+    assert wider.item() == (1.125 + 0.5 * 0.28125 + 0.25 * 4.0 + 2 * 0.03125) / 4
+
+
+def test_act_with_epsilon_one_is_uniform_and_skips_the_network():
+    agent = make_agent(seed=3, num_actions=18)
+    agent.online = None  # any network call would fail
+    state = np.zeros((4, 84, 84), np.uint8)
+    counts = np.bincount([agent.act(state, 1.0) for _ in range(18_000)], minlength=18)
+    chi_square = ((counts - 1000) ** 2 / 1000).sum()
+    assert counts.min() > 0
+    assert chi_square < 40.79
+
+
+def test_act_with_epsilon_zero_is_greedy():
+    agent = make_agent(num_actions=3)
+    agent.online = LookupQ([[0, 1, 0], [0, 0, 2], [3, 1, 2]])
+    for state_id, best in enumerate([1, 2, 0]):
+        assert agent.act(np.full((4, 84, 84), state_id, np.uint8), 0.0) == best
+
+
+def test_act_greedy_with_the_real_network_is_its_argmax():
+    agent = make_agent(num_actions=6)
+    states = random_batch(4).all_states
+    with torch.no_grad():
+        expected = agent.online(torch.from_numpy(states)).argmax(1).tolist()
+    assert [agent.act(s, 0.0) for s in states] == expected
+
+
+def test_same_seed_gives_same_weights_and_actions_without_global_rng():
+    torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()[1].copy()
+    first, second = make_agent(seed=11), make_agent(seed=11)
+    states = random_batch(8).all_states
+    actions = [[agent.act(states[i % 16], 0.5) for i in range(40)] for agent in (first, second)]
+    assert actions[0] == actions[1]
+    assert len(set(actions[0])) == 4
+    for a, b in zip(first.online.parameters(), second.online.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert torch.equal(torch.get_rng_state(), torch_state)
+    assert np.array_equal(np.random.get_state()[1], numpy_state)
+
+
+def test_target_changes_only_on_sync():
+    agent = make_agent()
+    initial = [p.clone() for p in agent.target.parameters()]
+    for a, b in zip(agent.online.parameters(), initial, strict=True):
+        assert torch.equal(a, b)  # built as a copy of the online net
+    agent.learn(random_batch())
+    assert all(torch.equal(a, b) for a, b in zip(agent.target.parameters(), initial, strict=True))
+    online = agent.online.parameters()
+    assert not all(torch.equal(a, b) for a, b in zip(online, initial, strict=True))
+    agent.sync_target()
+    for a, b in zip(agent.online.parameters(), agent.target.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_state_dict_round_trip_restores_q_values_and_optimizer():
+    agent, batch = make_agent(seed=1), random_batch()
+    agent.learn(batch)
+    agent.sync_target()
+    agent.learn(batch)
+    buffer = io.BytesIO()
+    torch.save(agent.state_dict(), buffer)
+    buffer.seek(0)
+    restored = make_agent(seed=2)
+    restored.load_state_dict(torch.load(buffer, weights_only=True))
+    probe = torch.from_numpy(random_batch(seed=5).all_states)
+    with torch.no_grad():
+        for net in ("online", "target"):
+            assert torch.equal(getattr(agent, net)(probe), getattr(restored, net)(probe))
+    for state_a, state_b in zip(
+        agent.optimizer.state.values(), restored.optimizer.state.values(), strict=True
+    ):
+        assert all(torch.equal(state_a[k], state_b[k]) for k in ("grad_avg", "square_avg"))
+    np.testing.assert_array_equal(agent.learn(batch).td_errors, restored.learn(batch).td_errors)
+    for a, b in zip(agent.online.parameters(), restored.online.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_single_forward_and_split_forward_agree():
+    joint, split, batch = make_agent(seed=4), make_agent(seed=4), random_batch(seed=2)
+    joint.single_forward = True
+    for _ in range(2):
+        np.testing.assert_allclose(
+            joint.learn(batch).td_errors, split.learn(batch).td_errors, rtol=1e-4, atol=1e-6
+        )
+    for a, b in zip(joint.online.parameters(), split.online.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_learn_reduces_loss_on_a_fixed_batch():
+    agent, batch = make_agent(seed=6), random_batch(seed=3)
+    losses = [agent.learn(batch).loss for _ in range(10)]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_learn_output_is_fresh_and_float32():
+    agent, batch = make_agent(), random_batch(batch_size=8)
+    stats = agent.learn(batch)
+    assert stats.td_errors.shape == (8,)
+    assert stats.td_errors.dtype == np.float32
+    assert isinstance(stats.loss, float)
+    assert isinstance(stats.mean_q, float)
+    before = stats.td_errors.copy()
+    for array in (batch.all_states, batch.rewards, batch.weights):
+        array[...] = 0  # the replay reuses its buffers
+    np.testing.assert_array_equal(stats.td_errors, before)
+
+
+def test_learn_rejects_wrong_dtypes():
+    batch = random_batch()
+    batch.actions = batch.actions.astype(np.int32)
+    with pytest.raises(ValueError, match=r"batch\.actions"):
+        make_agent().learn(batch)
+
+
+def test_resolve_device_cpu_and_bad_names():
+    assert resolve_device("cpu") == torch.device("cpu")
+    for name in ("tpu", "cuda:", "cuda:x", "CPU", "gpu"):
+        with pytest.raises(ValueError, match=r"agent\.device"):
+            resolve_device(name)
+
+
+@pytest.mark.skipif(not NO_GPU, reason="checks the behaviour without a GPU")
+def test_resolve_device_without_gpu():
+    assert resolve_device("auto") == torch.device("cpu")
+    for name in ("cuda", "cuda:0", "cuda:1"):
+        with pytest.raises(ValueError, match=r"agent\.device") as error:
+            resolve_device(name)
+        assert "\n" not in str(error.value)
+        assert "'auto', 'cpu'" in str(error.value)
+    with pytest.raises(ValueError, match=r"agent\.device"):
+        make_agent(device="cuda")
+
+
+def test_staging_buffers_copy_and_are_reused():
+    """The CUDA path's host staging, run with unpinned buffers to a CPU 'device'."""
+    staging = PinnedStaging(torch.device("cpu"), pin_memory=False)
+    batch = random_batch(batch_size=4)
+    arrays = (batch.all_states, batch.actions, batch.weights)
+    first = staging.to_device(arrays)
+    pointers = [t.data_ptr() for t in first]
+    for tensor, array in zip(first, arrays, strict=True):
+        assert tensor.dtype == torch.from_numpy(array).dtype
+        np.testing.assert_array_equal(tensor.numpy(), array)
+        assert not np.shares_memory(tensor.numpy(), array)
+    second = staging.to_device(arrays)
+    assert [t.data_ptr() for t in second] == pointers
+    larger = random_batch(batch_size=6)
+    resized = staging.to_device((larger.all_states, larger.actions, larger.weights))
+    assert resized[0].shape == (12, 4, 84, 84)

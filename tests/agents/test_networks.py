@@ -1,0 +1,85 @@
+"""NatureQNetwork: shapes, the shared-bias head, parameter counts, uint8 scaling, init."""
+
+import math
+
+import pytest
+import torch
+
+from agents import NatureQNetwork
+
+
+def _hand_count(num_actions: int, history: int = 4) -> int:
+    conv1 = 32 * history * 8 * 8 + 32
+    conv2 = 64 * 32 * 4 * 4 + 64
+    conv3 = 64 * 64 * 3 * 3 + 64
+    fc = 3136 * 512 + 512
+    head = 512 * num_actions + 1  # no per-action bias, one shared scalar
+    return conv1 + conv2 + conv3 + fc + head
+
+
+def _frames(batch: int, history: int = 4, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (batch, history, 84, 84), dtype=torch.uint8, generator=generator)
+
+
+def test_output_shape_and_dtype():
+    net = NatureQNetwork(num_actions=6)
+    q = net(_frames(3))
+    assert q.shape == (3, 6)
+    assert q.dtype == torch.float32
+
+
+def test_history_length_sets_input_channels():
+    net = NatureQNetwork(num_actions=2, history_length=2)
+    assert net(_frames(1, history=2)).shape == (1, 2)
+
+
+@pytest.mark.parametrize(("num_actions", "expected"), [(4, 1_686_177), (18, 1_693_345)])
+def test_parameter_count_matches_hand_computation(num_actions, expected):
+    net = NatureQNetwork(num_actions)
+    assert _hand_count(num_actions) == expected
+    assert sum(p.numel() for p in net.parameters()) == expected
+
+
+def test_head_has_exactly_one_shared_bias_scalar():
+    net = NatureQNetwork(num_actions=5)
+    head_parameters = {n: p for n, p in net.named_parameters() if n.startswith("head")}
+    assert set(head_parameters) == {"head.weight", "head_bias"}
+    assert net.head.bias is None
+    assert net.head_bias.numel() == 1
+    frames = _frames(4)
+    with torch.no_grad():
+        before = net(frames)
+        net.head_bias += 0.75
+        after = net(frames)
+    torch.testing.assert_close(after - before, torch.full((4, 5), 0.75), rtol=0, atol=1e-5)
+
+
+def test_uint8_input_is_scaled_by_255():
+    net = NatureQNetwork(num_actions=3)
+    with torch.no_grad():
+        full = net(torch.full((2, 4, 84, 84), 255, dtype=torch.uint8))
+        torch.testing.assert_close(
+            full, net.q_from_scaled(torch.ones(2, 4, 84, 84)), rtol=0, atol=0
+        )
+        frames = _frames(2)
+        torch.testing.assert_close(
+            net(frames), net.q_from_scaled(frames.float() / 255.0), rtol=0, atol=0
+        )
+
+
+def test_float_input_is_rejected():
+    with pytest.raises(TypeError, match="uint8"):
+        NatureQNetwork(num_actions=3)(torch.zeros(1, 4, 84, 84))
+
+
+def test_init_is_uniform_within_one_over_sqrt_fan_in():
+    net = NatureQNetwork(num_actions=4)
+    layers = [m for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    for layer in layers:
+        bound = 1.0 / math.sqrt(layer.weight[0].numel())
+        assert layer.weight.abs().max() <= bound
+        assert layer.weight.abs().max() > 0.9 * bound  # spread over the whole interval
+        if layer.bias is not None:
+            assert layer.bias.abs().max() <= bound
+    assert abs(net.head_bias.item()) <= 1.0 / math.sqrt(512)

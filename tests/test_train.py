@@ -1,0 +1,126 @@
+"""train.py: config composition, validation, schedules and an in-process smoke run."""
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import train
+
+CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
+REPLAYS = ("uniform", "proportional", "rank_based")
+
+
+def config(*overrides: str):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def test_defaults_are_the_papers_uniform_double_dqn():
+    cfg = config()
+    assert cfg.env.game == "pong" and cfg.replay.kind == "uniform"
+    assert cfg.train.total_steps * cfg.env.frame_skip == 200_000_000
+    assert cfg.agent.learning_rate == 0.00025 and cfg.replay.capacity == 1_000_000
+    assert (cfg.train.learning_start_steps, cfg.train.target_update_period_steps) == (
+        50_000,
+        30_000,
+    )
+    assert cfg.env.repeat_action_probability == 0.0 and cfg.env.noop_max == 30
+
+
+@pytest.mark.parametrize(
+    "kind,alpha,beta,lr",
+    [("proportional", 0.6, 0.4, 0.00025 / 4), ("rank_based", 0.7, 0.5, 0.00025 / 4)],
+)
+def test_prioritized_presets_are_table_3(kind, alpha, beta, lr):
+    cfg = config(f"replay={kind}")
+    assert cfg.replay.priority_exponent == alpha and cfg.replay.importance_exponent == beta
+    assert cfg.replay.importance_exponent_final == 1.0 and cfg.agent.learning_rate == lr
+
+
+@pytest.mark.parametrize("replay", REPLAYS)
+@pytest.mark.parametrize("experiment", [None, "demo"])
+def test_every_config_composes_resolves_and_validates(replay, experiment):
+    overrides = [f"replay={replay}"] + ([f"experiment={experiment}"] if experiment else [])
+    cfg = config(*overrides)
+    OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    train.validate_config(cfg)
+
+
+def test_command_line_overrides_reach_the_replay_and_agent():
+    cfg = config("replay=rank_based", "replay.priority_exponent=0.5", "agent.learning_rate=0.001")
+    assert cfg.replay.priority_exponent == 0.5 and cfg.agent.learning_rate == 0.001
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("replay.kind=sorted", "replay.kind=sorted is not allowed: must be one of uniform"),
+        ("replay.capacity=16", "replay.capacity=16 is not allowed: must be at least"),
+        ("train.learning_start_steps=8", "train.learning_start_steps=8 is not allowed"),
+        ("replay.importance_exponent=1.5", "replay.importance_exponent=1.5 is not allowed"),
+        ("env.game=pongg", "unknown game 'pongg'"),
+        ("agent.device=cuda", "agent.device"),
+    ],
+)
+def test_bad_settings_are_one_line_errors_naming_the_key(override, message):
+    with pytest.raises(ValueError, match=message) as error:
+        train.validate_config(config(override))
+    assert "\n" not in str(error.value)
+
+
+def test_linear_schedule():
+    assert train.linear_schedule(1.0, 0.01, 0, 100, 0) == 1.0
+    assert train.linear_schedule(1.0, 0.0, 0, 100, 25) == 0.75
+    assert train.linear_schedule(1.0, 0.01, 0, 100, 100) == 0.01
+    assert train.linear_schedule(1.0, 0.01, 0, 100, 10**6) == 0.01
+    assert train.linear_schedule(0.4, 1.0, 50, 150, 10) == 0.4
+    assert train.linear_schedule(0.4, 1.0, 50, 150, 100) == pytest.approx(0.7)
+    assert train.linear_schedule(0.4, 0.4, 10, 10, 10) == 0.4
+
+
+@pytest.mark.parametrize("replay", REPLAYS)
+def test_smoke_run_logs_every_scalar(replay, tmp_path):
+    cfg = config(
+        f"replay={replay}",
+        "experiment=demo",
+        "env.game=breakout",
+        "train.total_steps=400",
+        "train.learning_start_steps=100",
+        "train.target_update_period_steps=100",
+        "train.log_period_steps=100",
+        "train.priority_histogram_period_steps=200",
+        "replay.capacity=300",
+        "env.max_episode_frames=400",
+    )
+    train.validate_config(cfg)
+    parts = train.build(cfg)
+    train.train(parts, cfg, tmp_path)
+    parts.env.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    tags = set(events.Tags()["scalars"])
+    expected = {
+        "episode/return",
+        "episode/length_frames",
+        "episode_vs_frames/return",
+        "episode_vs_frames/length_frames",
+        "train/loss",
+        "train/mean_q",
+        "train/mean_abs_td_error",
+        "train/epsilon",
+        "replay/size",
+        "replay/importance_exponent",
+        "replay/mean_weight",
+        "replay/max_weight",
+        "replay/max_priority",
+        "speed/steps_per_second",
+        "speed/frames_per_second",
+    }
+    assert expected <= tags
+    assert [e.step for e in events.Scalars("train/epsilon")] == [100, 200, 300, 400]
+    # Episodes are capped at 400 frames = 100 agent steps: four of them in 400 steps.
+    assert len(events.Scalars("episode/return")) >= 3
+    assert "replay/priorities" in events.Tags()["histograms"]
+    assert (tmp_path / "agent_final.pt").exists()
