@@ -171,7 +171,9 @@ class Progress:
             self.writer.add_scalar(tag, value, step)
         last = f"{self.returns[-1]:.0f}" if self.returns else "-"
         mean = f"{np.mean(self.returns):.1f}" if self.returns else "-"
-        self.bar.set_postfix_str(f"{steps_per_second:.0f} steps/s, return {last} (mean10 {mean})")
+        self.bar.set_postfix_str(
+            f"{steps_per_second:.0f} steps/s, return {last} (mean10 {mean})", refresh=False
+        )
         self.bar.update(step - self._step)
         self._reset(step)
 
