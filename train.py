@@ -3,14 +3,13 @@
     python train.py                                  # the paper's run: Pong, uniform replay
     python train.py replay=proportional env.game=breakout
     python train.py experiment=demo                 # a few minutes on a CPU
+    python train.py resume=runs/pong/uniform/<date>  # continue from its last checkpoint
 
-Only this file knows every component. It owns time: agent steps, the ε, β and α schedules,
-learning start, update period, target sync, logging.
+This file validates the config and builds the components; `training.loop` runs them.
 """
 
-import time
-from collections import deque
-from dataclasses import dataclass
+import signal
+import sys
 from pathlib import Path
 
 import hydra
@@ -18,8 +17,6 @@ import numpy as np
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-from torch.utils.tensorboard import SummaryWriter
-from tqdm import tqdm
 
 from agents.double_dqn import DoubleDQN, resolve_device
 from envs.atari import make_env
@@ -31,16 +28,15 @@ from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
 from replay.sampler import Sampler, UniformSampler
 from replay.storage import FrameStorage
+from training.checkpoints import CheckpointError, CheckpointStore
+from training.loop import Components, StopRequest, Training
+
+# `hydra.run.dir` is the resumed run's directory when `resume` is set.
+OmegaConf.register_new_resolver(
+    "or_else", lambda value, default: default if value is None else value
+)
 
 REPLAY_KINDS = ("uniform", "proportional", "rank_based")
-
-
-def linear_schedule(start: float, end: float, begin_step: int, end_step: int, step: int) -> float:
-    """`start` until `begin_step`, then linear to `end` at `end_step`, then `end`."""
-    if end_step <= begin_step:
-        return end if step >= end_step else start
-    fraction = min(1.0, max(0.0, (step - begin_step) / (end_step - begin_step)))
-    return (1.0 - fraction) * start + fraction * end  # exact at both ends
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -66,6 +62,8 @@ def validate_config(cfg: DictConfig) -> None:
             "a positive integer",
         ),
         (train.log_period_steps > 0, "train.log_period_steps", "a positive integer"),
+        (cfg.checkpoint.every_steps > 0, "checkpoint.every_steps", "a positive integer"),
+        (cfg.checkpoint.keep > 0, "checkpoint.keep", "a positive integer"),
         (0.0 <= train.epsilon_start <= 1.0, "train.epsilon_start", "in [0, 1]"),
         (0.0 <= train.epsilon_final <= 1.0, "train.epsilon_final", "in [0, 1]"),
         (
@@ -103,164 +101,85 @@ def build_sampler(replay: DictConfig, rng: np.random.Generator) -> Sampler:
     return RankBasedSampler(replay.capacity, rng, **prioritized, resort_period=replay.resort_period)
 
 
-@dataclass
-class Components:
-    env: object
-    agent: DoubleDQN
-    replay: ReplayBuffer
-    frame_stack: FrameStack
-    env_seed: int
-
-
 def build(cfg: DictConfig) -> Components:
     """Construct every component from the config with plain constructor calls."""
     agent_seed, sampler_seed, env_seed = np.random.SeedSequence(cfg.seed).generate_state(3)
     torch.manual_seed(cfg.seed)
+    rngs = {
+        "agent": np.random.default_rng(agent_seed),
+        "sampler": np.random.default_rng(sampler_seed),
+    }
     env = make_env(seed=int(env_seed), **cfg.env)
-    agent = DoubleDQN(env.action_space.n, rng=np.random.default_rng(agent_seed), **cfg.agent)
+    agent = DoubleDQN(env.action_space.n, rng=rngs["agent"], **cfg.agent)
     storage = FrameStorage(
         cfg.replay.capacity, cfg.agent.history_length, (cfg.env.screen_size,) * 2
     )
-    sampler = build_sampler(cfg.replay, np.random.default_rng(sampler_seed))
+    sampler = build_sampler(cfg.replay, rngs["sampler"])
     replay = ReplayBuffer(storage, sampler, cfg.train.batch_size, cfg.replay.weight_normalization)
     frame_stack = FrameStack(cfg.agent.history_length, (cfg.env.screen_size,) * 2)
-    return Components(env, agent, replay, frame_stack, int(env_seed))
+    return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
 
 
-class Progress:
-    """TensorBoard scalars and the console progress bar, averaged over one log period."""
+class RunDirectoryError(ValueError):
+    """The run directory holds another run."""
 
-    def __init__(self, run_dir: Path, total_steps: int, frame_skip: int):
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"))
-        self.bar = tqdm(total=total_steps, unit="step", dynamic_ncols=True)
-        self.frame_skip = frame_skip
-        self.returns = deque(maxlen=10)
-        self._reset(0)
 
-    def _reset(self, step: int):
-        self._clock, self._step = time.perf_counter(), step
-        self.loss_sum = self.q_sum = self.td_sum = self.weight_sum = 0.0
-        self.max_weight, self.updates = 0.0, 0
-
-    def learned(self, stats, weights: np.ndarray):
-        self.loss_sum += stats.loss
-        self.q_sum += stats.mean_q
-        self.td_sum += float(np.abs(stats.td_errors).mean())
-        self.weight_sum += float(weights.mean())
-        self.max_weight = max(self.max_weight, float(weights.max()))
-        self.updates += 1
-
-    def episode(self, step: int, episode_return: float, length_frames: int):
-        self.returns.append(episode_return)
-        for tag, value in (("return", episode_return), ("length_frames", length_frames)):
-            self.writer.add_scalar(f"episode/{tag}", value, step)
-            self.writer.add_scalar(f"episode_vs_frames/{tag}", value, step * self.frame_skip)
-
-    def period(self, step: int, scalars: dict[str, float]):
-        elapsed = time.perf_counter() - self._clock
-        steps_per_second = (step - self._step) / max(elapsed, 1e-9)
-        scalars["speed/steps_per_second"] = steps_per_second
-        scalars["speed/frames_per_second"] = steps_per_second * self.frame_skip
-        if self.updates:
-            scalars["train/loss"] = self.loss_sum / self.updates
-            scalars["train/mean_q"] = self.q_sum / self.updates
-            scalars["train/mean_abs_td_error"] = self.td_sum / self.updates
-            scalars["replay/mean_weight"] = self.weight_sum / self.updates
-            scalars["replay/max_weight"] = self.max_weight
-        for tag, value in scalars.items():
-            self.writer.add_scalar(tag, value, step)
-        last = f"{self.returns[-1]:.0f}" if self.returns else "-"
-        mean = f"{np.mean(self.returns):.1f}" if self.returns else "-"
-        self.bar.set_postfix_str(
-            f"{steps_per_second:.0f} steps/s, return {last} (mean10 {mean})", refresh=False
+def claim_run_directory(run_dir: Path, cfg: DictConfig) -> None:
+    """Write the resolved config, or check that the directory's run has the same one."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("resume", None)
+    path = run_dir / "config.yaml"
+    if not path.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(OmegaConf.to_yaml(resolved))
+        return
+    existing = OmegaConf.to_container(OmegaConf.load(path))
+    existing.pop("resume", None)
+    differences = _differences(existing, resolved)
+    if differences:
+        key, (there, here) = next(iter(differences.items()))
+        raise RunDirectoryError(
+            f"run directory {run_dir} holds a different run: {key} is {there} there, {here} here"
         )
-        self.bar.update(step - self._step)
-        self._reset(step)
-
-    def close(self):
-        self.writer.close()
-        self.bar.close()
 
 
-def train(parts: Components, cfg: DictConfig, run_dir: Path) -> None:
-    """The training loop: act, store, learn from replay, update priorities, log."""
-    env, agent, replay, stack = parts.env, parts.agent, parts.replay, parts.frame_stack
-    t, r = cfg.train, cfg.replay
-    progress = Progress(run_dir, t.total_steps, cfg.env.frame_skip)
-    frame, _ = env.reset(seed=parts.env_seed)
-    state = stack.reset(frame)
-    replay.start_episode(frame)
-    episode_return = 0.0
-    beta = r.importance_exponent
-    for step in range(1, t.total_steps + 1):
-        epsilon = linear_schedule(t.epsilon_start, t.epsilon_final, 0, t.epsilon_decay_steps, step)
-        action = agent.act(state, epsilon)
-        frame, reward, terminated, truncated, info = env.step(action)
-        episode_return += reward
-        clipped_reward = max(-t.reward_clip, min(t.reward_clip, reward))
-        replay.add(action, clipped_reward, terminated or info["life_lost"], frame)
-        state = stack.push(frame)
-        if terminated or truncated:
-            progress.episode(step, episode_return, info["episode_frame_number"])
-            frame, _ = env.reset()
-            state = stack.reset(frame)
-            replay.start_episode(frame)
-            episode_return = 0.0
-
-        if step >= t.learning_start_steps and step % t.update_period_steps == 0:
-            beta = linear_schedule(
-                r.importance_exponent,
-                r.importance_exponent_final,
-                t.learning_start_steps,
-                t.total_steps,
-                step,
-            )
-            batch = replay.sample(beta)
-            stats = agent.learn(batch)
-            replay.update_priorities(batch.indices, stats.td_errors)
-            progress.learned(stats, batch.weights)
-        if step % t.target_update_period_steps == 0:
-            agent.sync_target()
-
-        if step % t.log_period_steps == 0 or step == t.total_steps:
-            scalars = {
-                "train/epsilon": epsilon,
-                "replay/size": len(replay),
-                "replay/importance_exponent": beta,
-                "replay/max_priority": replay.sampler.max_priority,
-                "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
-            }
-            if r.kind != "uniform":
-                scalars["replay/priority_exponent"] = anneal_priority_exponent(r, t, step, replay)
-            progress.period(step, scalars)
-        if step % t.priority_histogram_period_steps == 0 and len(replay):
-            progress.writer.add_histogram("replay/priorities", replay.sampler.priorities(), step)
-    progress.close()
-    torch.save(agent.state_dict(), run_dir / "agent_final.pt")
-
-
-def anneal_priority_exponent(r: DictConfig, t: DictConfig, step: int, replay: ReplayBuffer):
-    """α, annealed only when `replay.priority_exponent_final` is set (the paper's early
-    rank-based DQN took it from 0.5 to 0); changed once per log period, as the authors did."""
-    if r.priority_exponent_final is None:
-        return r.priority_exponent
-    alpha = linear_schedule(
-        r.priority_exponent, r.priority_exponent_final, t.learning_start_steps, t.total_steps, step
-    )
-    replay.sampler.set_priority_exponent(alpha)
-    return alpha
+def _differences(a, b, prefix: str = "") -> dict:
+    if isinstance(a, dict) and isinstance(b, dict):
+        found = {}
+        for key in sorted(set(a) | set(b)):
+            found.update(_differences(a.get(key), b.get(key), f"{prefix}{key}."))
+        return found
+    return {} if a == b else {prefix.rstrip("."): (a, b)}
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
-    validate_config(cfg)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    parts = build(cfg)
     try:
-        train(parts, cfg, run_dir)
+        validate_config(cfg)
+        claim_run_directory(run_dir, cfg)
+        checkpoints = CheckpointStore(run_dir / "checkpoints", cfg.checkpoint.keep)
+        checkpoint = checkpoints.read_latest()
+    except (ValueError, CheckpointError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    parts = build(cfg)
+    stop = StopRequest()
+    stop.install()
+    training = Training(parts, cfg, run_dir, checkpoints, stop)
+    try:
+        training.start(checkpoint)
+        stopped_by = training.run()
     finally:
         parts.env.close()
+    if stopped_by is not None:
+        print(
+            f"stopped by {signal.Signals(stopped_by).name} at step {training.step}; "
+            f"resume with: python train.py resume={run_dir}",
+            file=sys.stderr,
+        )
+        # 0 after SIGTERM, so schedulers treat the preempted job as done and requeue it.
+        sys.exit(130 if stopped_by == signal.SIGINT else 0)
 
 
 if __name__ == "__main__":

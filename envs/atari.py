@@ -122,3 +122,36 @@ class _EpisodeInfo(gym.Wrapper):
             episode_frame_number=ale.getEpisodeFrameNumber(),
         )
         return info
+
+
+def capture_env_state(env: gym.Env) -> dict[str, Any]:
+    """Everything needed to continue an env made by `make_env` exactly from this moment: the
+    emulator (with its random generator), the env's no-op generator and the wrappers' counters.
+    Plain data: bytes, ints and bools."""
+    preprocessing = _preprocessing(env)
+    return {
+        "ale": env.unwrapped.ale.cloneState(include_rng=True).serialize(),
+        "np_random": env.unwrapped.np_random.bit_generator.state,
+        "lives": env._lives,
+        "pending_seed": env._pending_seed,
+        "preprocessing_lives": preprocessing.lives,
+        "preprocessing_game_over": preprocessing.game_over,
+    }
+
+
+def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
+    """Put an env made by `make_env` (already reset once) back into a captured state."""
+    env.unwrapped.ale.restoreState(ale_py.ALEState(state["ale"]))
+    env.unwrapped.np_random.bit_generator.state = state["np_random"]
+    env._lives = int(state["lives"])
+    env._pending_seed = state["pending_seed"]
+    preprocessing = _preprocessing(env)
+    preprocessing.lives = int(state["preprocessing_lives"])
+    preprocessing.game_over = bool(state["preprocessing_game_over"])
+
+
+def _preprocessing(env: gym.Env) -> AtariPreprocessing:
+    layer = env
+    while not isinstance(layer, AtariPreprocessing):
+        layer = layer.env
+    return layer

@@ -38,6 +38,10 @@ class FrameStack:
         self._frames[-1] = frame
         return self.state
 
+    def load(self, state: np.ndarray) -> None:
+        """Continue from a state saved earlier (a checkpoint's)."""
+        self._frames[:] = state
+
     @property
     def state(self) -> np.ndarray:
         """A copy of the current state, shape ``(history_length, *frame_shape)``, uint8."""

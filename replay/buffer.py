@@ -120,5 +120,20 @@ class ReplayBuffer:
             )
         self.sampler.update(indices[finite], td_errors[finite])
 
+    def state_dict(self) -> dict:
+        """The storage (without its frames), the sampler and the non-finite counters."""
+        return {
+            "storage": self.storage.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "nonfinite_td_errors": self.nonfinite_td_errors,
+            "nonfinite_streak": self._nonfinite_streak,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.storage.load_state_dict(state["storage"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.nonfinite_td_errors = int(state["nonfinite_td_errors"])
+        self._nonfinite_streak = int(state["nonfinite_streak"])
+
     def __len__(self) -> int:
         return len(self.sampler)

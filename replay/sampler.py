@@ -26,6 +26,10 @@ class Sampler(Protocol):
 
     def priorities(self) -> np.ndarray: ...
 
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
     @property
     def max_priority(self) -> float: ...
 
@@ -81,6 +85,18 @@ class UniformSampler:
     @property
     def max_priority(self) -> float:
         return 1.0
+
+    def state_dict(self) -> dict:
+        return {
+            "members": self._members.copy(),
+            "position": self._position.copy(),
+            "size": self._size,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self._members[:] = state["members"]
+        self._position[:] = state["position"]
+        self._size = int(state["size"])
 
     def __len__(self) -> int:
         return self._size

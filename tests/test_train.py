@@ -8,6 +8,8 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
+from training.checkpoints import CheckpointStore
+from training.loop import StopRequest, Training, linear_schedule
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 REPLAYS = ("uniform", "proportional", "rank_based")
@@ -72,13 +74,13 @@ def test_bad_settings_are_one_line_errors_naming_the_key(override, message):
 
 
 def test_linear_schedule():
-    assert train.linear_schedule(1.0, 0.01, 0, 100, 0) == 1.0
-    assert train.linear_schedule(1.0, 0.0, 0, 100, 25) == 0.75
-    assert train.linear_schedule(1.0, 0.01, 0, 100, 100) == 0.01
-    assert train.linear_schedule(1.0, 0.01, 0, 100, 10**6) == 0.01
-    assert train.linear_schedule(0.4, 1.0, 50, 150, 10) == 0.4
-    assert train.linear_schedule(0.4, 1.0, 50, 150, 100) == pytest.approx(0.7)
-    assert train.linear_schedule(0.4, 0.4, 10, 10, 10) == 0.4
+    assert linear_schedule(1.0, 0.01, 0, 100, 0) == 1.0
+    assert linear_schedule(1.0, 0.0, 0, 100, 25) == 0.75
+    assert linear_schedule(1.0, 0.01, 0, 100, 100) == 0.01
+    assert linear_schedule(1.0, 0.01, 0, 100, 10**6) == 0.01
+    assert linear_schedule(0.4, 1.0, 50, 150, 10) == 0.4
+    assert linear_schedule(0.4, 1.0, 50, 150, 100) == pytest.approx(0.7)
+    assert linear_schedule(0.4, 0.4, 10, 10, 10) == 0.4
 
 
 @pytest.mark.parametrize("replay", REPLAYS)
@@ -97,7 +99,10 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
     )
     train.validate_config(cfg)
     parts = train.build(cfg)
-    train.train(parts, cfg, tmp_path)
+    store = CheckpointStore(tmp_path / "checkpoints")
+    training = Training(parts, cfg, tmp_path, store, StopRequest())
+    training.start(None)
+    assert training.run() is None
     parts.env.close()
     events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
     tags = set(events.Tags()["scalars"])

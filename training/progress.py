@@ -1,0 +1,86 @@
+"""TensorBoard scalars and the console progress bar of a training run."""
+
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+from torch.utils.tensorboard import SummaryWriter
+from tqdm import tqdm
+
+
+class Progress:
+    """Logs episodes as they end and averages learning statistics over each log period.
+
+    Everything but the clock is in `state_dict`, so a resumed run continues its curves with
+    the same values; the writer purges events a killed run wrote after its last checkpoint.
+    """
+
+    def __init__(self, run_dir: Path, total_steps: int, frame_skip: int, start_step: int = 0):
+        purge_step = start_step + 1 if start_step else None
+        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge_step)
+        self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
+        self.frame_skip = frame_skip
+        self.returns: deque[float] = deque(maxlen=10)
+        self._start_period(start_step)
+
+    def _start_period(self, step: int) -> None:
+        self._clock, self._period_start = time.perf_counter(), step
+        self._sums = {"loss": 0.0, "mean_q": 0.0, "mean_abs_td_error": 0.0, "mean_weight": 0.0}
+        self._max_weight, self._updates = 0.0, 0
+
+    def learned(self, stats, weights: np.ndarray) -> None:
+        self._sums["loss"] += stats.loss
+        self._sums["mean_q"] += stats.mean_q
+        self._sums["mean_abs_td_error"] += float(np.abs(stats.td_errors).mean())
+        self._sums["mean_weight"] += float(weights.mean())
+        self._max_weight = max(self._max_weight, float(weights.max()))
+        self._updates += 1
+
+    def episode(self, step: int, episode_return: float, length_frames: int) -> None:
+        self.returns.append(episode_return)
+        for tag, value in (("return", episode_return), ("length_frames", length_frames)):
+            self.writer.add_scalar(f"episode/{tag}", value, step)
+            self.writer.add_scalar(f"episode_vs_frames/{tag}", value, step * self.frame_skip)
+
+    def period(self, step: int, scalars: dict[str, float]) -> None:
+        """Write this period's scalars and averages, and move the progress bar."""
+        elapsed = time.perf_counter() - self._clock
+        steps_per_second = (step - self._period_start) / max(elapsed, 1e-9)
+        scalars["speed/steps_per_second"] = steps_per_second
+        scalars["speed/frames_per_second"] = steps_per_second * self.frame_skip
+        if self._updates:
+            for name in ("loss", "mean_q", "mean_abs_td_error"):
+                scalars[f"train/{name}"] = self._sums[name] / self._updates
+            scalars["replay/mean_weight"] = self._sums["mean_weight"] / self._updates
+            scalars["replay/max_weight"] = self._max_weight
+        for tag, value in scalars.items():
+            self.writer.add_scalar(tag, value, step)
+        last = f"{self.returns[-1]:.0f}" if self.returns else "-"
+        mean = f"{np.mean(self.returns):.1f}" if self.returns else "-"
+        self.bar.set_postfix_str(
+            f"{steps_per_second:.0f} steps/s, return {last} (mean10 {mean})", refresh=False
+        )
+        self.bar.update(step - self._period_start)
+        self._start_period(step)
+
+    def state_dict(self) -> dict:
+        return {
+            "returns": list(self.returns),
+            "period_start": self._period_start,
+            "sums": dict(self._sums),
+            "max_weight": self._max_weight,
+            "updates": self._updates,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.returns.extend(float(value) for value in state["returns"])
+        self._period_start = int(state["period_start"])
+        self._sums = {name: float(value) for name, value in state["sums"].items()}
+        self._max_weight = float(state["max_weight"])
+        self._updates = int(state["updates"])
+        self.bar.n = self._period_start
+
+    def close(self) -> None:
+        self.writer.close()
+        self.bar.close()
