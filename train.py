@@ -143,6 +143,10 @@ def claim_run_directory(run_dir: Path, cfg: DictConfig) -> None:
         )
 
 
+def _plain(value):
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
 def _differences(a, b, prefix: str = "") -> dict:
     if isinstance(a, dict) and isinstance(b, dict):
         found = {}
@@ -152,10 +156,33 @@ def _differences(a, b, prefix: str = "") -> dict:
     return {} if a == b else {prefix.rstrip("."): (a, b)}
 
 
+def run_config(cfg: DictConfig) -> DictConfig:
+    """The config to run: `cfg`, or with `resume` the resumed run's own, which every
+    command-line override must agree with."""
+    if cfg.resume is None:
+        return cfg
+    path = Path(cfg.resume) / "config.yaml"
+    if not path.is_file():
+        raise RunDirectoryError(f"resume={cfg.resume} is not a run directory: no {path.name}")
+    stored = OmegaConf.load(path)
+    for override in HydraConfig.get().overrides.task:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key == "resume" or key.startswith("hydra"):
+            continue
+        there, here = (_plain(OmegaConf.select(c, key)) for c in (stored, cfg))
+        if there != here:
+            raise RunDirectoryError(
+                f"resume={cfg.resume}: the run has {key}={there}; a resumed run keeps its config"
+            )
+    stored.resume = cfg.resume
+    return stored
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        cfg = run_config(cfg)
         validate_config(cfg)
         claim_run_directory(run_dir, cfg)
         checkpoints = CheckpointStore(run_dir / "checkpoints", cfg.checkpoint.keep)
