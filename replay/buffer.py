@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from replay.diagnostics import ReplayStatistics
 from replay.priorities import WeightNormalization, importance_weights
 from replay.sampler import Sampler
 from replay.storage import FrameStorage, SlotChanges
@@ -58,6 +59,7 @@ class ReplayBuffer:
         self.nonfinite_patience = nonfinite_patience
         self.nonfinite_td_errors = 0
         self._nonfinite_streak = 0
+        self.statistics = ReplayStatistics(storage.capacity)
         self._state_slots = np.empty(2 * batch_size, dtype=np.int64)
         self._all_states = np.empty(
             (2 * batch_size, storage.history_length, *storage.frame_shape), dtype=np.uint8
@@ -72,12 +74,15 @@ class ReplayBuffer:
     def _forward(self, changes: SlotChanges) -> None:
         for slot in changes.left:
             self.sampler.remove(slot)
+            self.statistics.left(slot)
         for slot in changes.entered:
             self.sampler.add(slot)
+            self.statistics.entered(slot)
 
     def sample(self, importance_exponent: float) -> Batch:
         """Draw a minibatch; `importance_exponent` is β of the importance weights."""
         indices, probabilities = self.sampler.sample(self.batch_size)
+        self.statistics.sampled(indices)
         size = len(self.sampler)
         min_probability = (
             self.sampler.min_probability() if self.weight_normalization == "buffer" else None
@@ -109,16 +114,17 @@ class ReplayBuffer:
         finite = np.isfinite(td_errors)
         if finite.all():
             self._nonfinite_streak = 0
-            self.sampler.update(indices, td_errors)
-            return
-        self.nonfinite_td_errors += int((~finite).sum())
-        self._nonfinite_streak += 1
-        if self._nonfinite_streak >= self.nonfinite_patience:
-            raise NonFiniteTDErrors(
-                f"TD errors were NaN or infinite in {self._nonfinite_streak} consecutive batches "
-                f"({self.nonfinite_td_errors} in all): the learner has diverged"
-            )
-        self.sampler.update(indices[finite], td_errors[finite])
+        else:
+            self.nonfinite_td_errors += int((~finite).sum())
+            self._nonfinite_streak += 1
+            if self._nonfinite_streak >= self.nonfinite_patience:
+                raise NonFiniteTDErrors(
+                    f"TD errors were NaN or infinite in {self._nonfinite_streak} consecutive "
+                    f"batches ({self.nonfinite_td_errors} in all): the learner has diverged"
+                )
+            indices, td_errors = indices[finite], td_errors[finite]
+        self.sampler.update(indices, td_errors)
+        self.statistics.learned(indices, td_errors)
 
     def state_dict(self) -> dict:
         """The storage (without its frames), the sampler and the non-finite counters."""
@@ -127,6 +133,7 @@ class ReplayBuffer:
             "sampler": self.sampler.state_dict(),
             "nonfinite_td_errors": self.nonfinite_td_errors,
             "nonfinite_streak": self._nonfinite_streak,
+            "statistics": self.statistics.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -134,6 +141,7 @@ class ReplayBuffer:
         self.sampler.load_state_dict(state["sampler"])
         self.nonfinite_td_errors = int(state["nonfinite_td_errors"])
         self._nonfinite_streak = int(state["nonfinite_streak"])
+        self.statistics.load_state_dict(state["statistics"])
 
     def __len__(self) -> int:
         return len(self.sampler)

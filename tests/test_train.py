@@ -122,10 +122,17 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
         "replay/max_priority",
         "speed/steps_per_second",
         "speed/frames_per_second",
+        "replay_stats/mean_sampled_age",
+        "replay_stats/evicted_unreplayed_fraction",
+        "replay_stats/mean_replays_per_live_transition",
+        "replay_stats/never_replayed_live_fraction",
     }
     assert expected <= tags
     assert [e.step for e in events.Scalars("train/epsilon")] == [100, 200, 300, 400]
     # Episodes are capped at 400 frames = 100 agent steps: four of them in 400 steps.
     assert len(events.Scalars("episode/return")) >= 3
     assert "replay/priorities" in events.Tags()["histograms"]
+    assert {"replay/sorted_td_errors", "replay/replay_rate_by_td_error"} <= set(
+        events.Tags()["images"]
+    )
     assert (tmp_path / "agent_final.pt").exists()

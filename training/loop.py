@@ -15,6 +15,7 @@ from envs.atari import capture_env_state, restore_env_state
 from envs.frame_stack import FrameStack
 from replay.buffer import ReplayBuffer
 from training.checkpoints import CheckpointStore
+from training.figures import replay_rate_figure, sorted_td_errors_figure
 from training.progress import Progress
 
 
@@ -172,11 +173,18 @@ class Training:
                 alpha = self._schedule(r.priority_exponent, r.priority_exponent_final)
                 replay.sampler.set_priority_exponent(alpha)
                 scalars["replay/priority_exponent"] = alpha
+        sampleable = replay.storage.sampleable
+        scalars.update(replay.statistics.summary(sampleable))
         self.progress.period(self.step, scalars)
         if self.step % self.cfg.train.priority_histogram_period_steps == 0 and len(replay):
-            self.progress.writer.add_histogram(
-                "replay/priorities", replay.sampler.priorities(), self.step
-            )
+            writer = self.progress.writer
+            writer.add_histogram("replay/priorities", replay.sampler.priorities(), self.step)
+            stats = replay.statistics
+            for tag, figure in (
+                ("replay/sorted_td_errors", sorted_td_errors_figure(stats, sampleable)),
+                ("replay/replay_rate_by_td_error", replay_rate_figure(stats, sampleable)),
+            ):
+                writer.add_figure(tag, figure, self.step)
 
     def save_checkpoint(self) -> Path:
         storage = self.parts.replay.storage
