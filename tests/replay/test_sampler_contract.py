@@ -1,0 +1,223 @@
+"""The `Sampler` contract of replay/sampler.py, checked on every sampler."""
+
+import numpy as np
+import pytest
+
+from replay.proportional import ProportionalSampler
+from replay.rank_based import RankBasedSampler
+from replay.sampler import UniformSampler
+
+FACTORIES = {
+    "uniform": lambda capacity, rng: UniformSampler(capacity, rng),
+    "proportional": lambda capacity, rng: ProportionalSampler(capacity, rng),
+    "rank_based": lambda capacity, rng: RankBasedSampler(capacity, rng, resort_period=97),
+}
+PRIORITIZED = ["proportional", "rank_based"]
+
+
+@pytest.fixture(params=list(FACTORIES))
+def kind(request):
+    return request.param
+
+
+def make(kind, capacity, seed=0):
+    return FACTORIES[kind](capacity, np.random.default_rng(seed))
+
+
+class FixedUniforms:
+    """Stands in for np.random.Generator where a test needs chosen uniforms."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=np.float64)
+
+    def random(self, size):
+        return self.values[:size].copy()
+
+
+def stated_probabilities(sampler, indices, batch_size):
+    """P(slot) by each sampler's own formula, computed outside its sampling path."""
+    if isinstance(sampler, UniformSampler):
+        return np.full(len(indices), 1.0 / len(sampler))
+    if isinstance(sampler, ProportionalSampler):
+        leaves = sampler.priorities() ** sampler.priority_exponent
+        mine = sampler.state_dict()["raw_priorities"][indices] ** sampler.priority_exponent
+        return mine / leaves.sum()
+    return sampler.rank_probabilities(batch_size)[sampler.ranks_of(indices) - 1]
+
+
+def test_only_added_slots_are_returned_under_random_add_remove_update(kind):
+    capacity, rng = 60, np.random.default_rng(1)
+    sampler, members = make(kind, capacity), set()
+    for _ in range(1500):
+        roll = rng.random()
+        if roll < 0.45 and len(members) < capacity:
+            slot = int(rng.choice(sorted(set(range(capacity)) - members)))
+            sampler.add(slot)
+            members.add(slot)
+        elif roll < 0.8 and members:
+            slot = int(rng.choice(sorted(members)))
+            sampler.remove(slot)
+            members.discard(slot)
+        if not members:
+            continue
+        batch_size = int(rng.integers(1, 40))
+        indices, probabilities = sampler.sample(batch_size)
+        assert set(indices.tolist()) <= members
+        assert indices.shape == probabilities.shape == (batch_size,)
+        assert ((probabilities > 0) & (probabilities <= 1)).all()
+        np.testing.assert_allclose(
+            probabilities, stated_probabilities(sampler, indices, batch_size), rtol=1e-9
+        )
+        sampler.update(indices, rng.normal(size=batch_size) * 2)
+        assert len(sampler) == len(members)
+
+
+def test_removed_slot_is_never_drawn_and_counts_again_once_re_added(kind):
+    sampler = make(kind, 16)
+    for slot in range(8):
+        sampler.add(slot)
+    sampler.remove(3)
+    drawn = np.concatenate([sampler.sample(32)[0] for _ in range(100)])
+    assert 3 not in drawn and set(drawn.tolist()) == {0, 1, 2, 4, 5, 6, 7}
+    sampler.add(3)
+    drawn = np.concatenate([sampler.sample(32)[0] for _ in range(100)])
+    assert 3 in drawn
+
+
+def test_len_counts_sampleable_slots(kind):
+    sampler = make(kind, 10)
+    assert len(sampler) == 0
+    for slot in (9, 0, 4):
+        sampler.add(slot)
+    sampler.remove(0)
+    assert len(sampler) == 2
+
+
+def test_adding_twice_or_removing_an_absent_slot_raises(kind):
+    sampler = make(kind, 10)
+    sampler.add(2)
+    with pytest.raises(ValueError):
+        sampler.add(2)
+    with pytest.raises(ValueError):
+        sampler.remove(5)
+    sampler.remove(2)
+    with pytest.raises(ValueError):
+        sampler.remove(2)
+
+
+def test_sampling_an_empty_sampler_raises(kind):
+    with pytest.raises(ValueError):
+        make(kind, 4).sample(2)
+
+
+def test_the_last_slot_can_be_drawn(kind):
+    # A known bug elsewhere: the last leaf of a sum tree is never reached.
+    sampler = make(kind, 5)
+    sampler.add(4)
+    assert (sampler.sample(8)[0] == 4).all()
+    sampler.add(0)
+    drawn = np.concatenate([sampler.sample(2)[0] for _ in range(200)])
+    assert {0, 4} == set(drawn.tolist())
+
+
+@pytest.mark.parametrize("kind", PRIORITIZED)
+def test_new_slots_get_the_raw_max_priority_and_alpha_once(kind):
+    # ε = 3 keeps the numbers away from 1: δ = 1 gives p = 4, raised to α = ½ it is 2.
+    cls = ProportionalSampler if kind == "proportional" else RankBasedSampler
+    sampler = cls(8, np.random.default_rng(0), priority_exponent=0.5, priority_epsilon=3.0)
+    sampler.add(0)
+    sampler.add(1)
+    assert sampler.max_priority == 1.0  # p1 = 1 (Algorithm 1)
+    np.testing.assert_array_equal(np.sort(sampler.priorities()), [1.0, 1.0])
+    sampler.update(np.array([0]), np.array([-1.0]))
+    sampler.add(2)
+    assert sampler.max_priority == 4.0  # raw, not 4^½ = 2 nor 4^¼
+    np.testing.assert_array_equal(np.sort(sampler.priorities()), [1.0, 4.0, 4.0])
+    if kind == "proportional":
+        # leaves (4^½, 1^½, 4^½) = (2, 1, 2) over 5; α applied twice would give 4^¼ = √2.
+        np.testing.assert_allclose(sampler.probabilities_of(np.arange(3)), [0.4, 0.2, 0.4])
+    else:
+        assert sampler.ranks_of(np.array([2]))[0] == 1  # the newest max-priority one leads
+
+
+@pytest.mark.parametrize("kind", PRIORITIZED)
+def test_max_priority_is_a_running_max_that_never_decreases(kind):
+    sampler = make(kind, 8)
+    sampler.add(0)
+    sampler.update(np.array([0]), np.array([5.0]))  # clipped: 1 + 0.01
+    sampler.update(np.array([0]), np.array([0.0]))
+    sampler.remove(0)
+    assert sampler.max_priority == pytest.approx(1.01)
+    sampler.add(0)
+    np.testing.assert_allclose(sampler.priorities(), [1.01])
+
+
+def test_proportional_draw_j_lies_in_slice_j_by_hand():
+    # α = 1, ε = 1: δ = (0, 0, 1, 1) gives leaves (1, 1, 2, 2), total 6, cumulative intervals
+    # [0,1) [1,2) [2,4) [4,6); two slices [0,3) and [3,6).
+    sampler = ProportionalSampler(
+        4, FixedUniforms([0.5, 0.0]), priority_exponent=1.0, priority_epsilon=1.0
+    )
+    for slot in range(4):
+        sampler.add(slot)
+    sampler.update(np.arange(4), np.array([0.0, 0.0, 1.0, -1.0]))
+    indices, probabilities = sampler.sample(2)  # targets 1.5 and 3.0
+    np.testing.assert_array_equal(indices, [1, 2])
+    np.testing.assert_allclose(probabilities, [1 / 6, 2 / 6])
+    sampler._rng = FixedUniforms([0.0, np.nextafter(1.0, 0.0)])  # targets 0 and just below 6
+    np.testing.assert_array_equal(sampler.sample(2)[0], [0, 3])
+
+
+def test_proportional_draws_are_stratified_over_the_cumulative_total():
+    rng = np.random.default_rng(3)
+    sampler = ProportionalSampler(200, rng)
+    for slot in range(200):
+        sampler.add(slot)
+    sampler.update(np.arange(200), rng.pareto(1.5, size=200) * 0.05)
+    leaves = sampler.probabilities_of(np.arange(200))
+    interval_ends = np.cumsum(leaves)
+    for _ in range(200):
+        indices, _ = sampler.sample(16)
+        ends, starts = interval_ends[indices], interval_ends[indices] - leaves[indices]
+        slices = np.arange(16) / 16
+        assert ((starts <= slices + 1 / 16 + 1e-12) & (ends >= slices - 1e-12)).all()
+
+
+def test_rank_based_draw_j_lies_in_segment_j():
+    rng = np.random.default_rng(4)
+    sampler = RankBasedSampler(500, rng)
+    for slot in range(500):
+        sampler.add(slot)
+    sampler.update(np.arange(500), rng.normal(size=500))
+    for batch_size in (1, 7, 32):
+        starts, ends = sampler.segment_bounds(batch_size)
+        for _ in range(50):
+            positions = sampler.ranks_of(sampler.sample(batch_size)[0]) - 1
+            assert ((starts <= positions) & (positions < ends)).all()
+
+
+def test_uniform_update_changes_nothing():
+    changed, untouched = make("uniform", 20, seed=7), make("uniform", 20, seed=7)
+    for slot in range(20):
+        changed.add(slot)
+        untouched.add(slot)
+    for _ in range(10):
+        indices, probabilities = changed.sample(32)
+        np.testing.assert_array_equal(indices, untouched.sample(32)[0])
+        np.testing.assert_array_equal(probabilities, np.full(32, 1 / 20))
+        changed.update(indices, np.full(32, 100.0))
+    np.testing.assert_array_equal(changed.priorities(), np.ones(20))
+    assert changed.max_priority == 1.0 and changed.min_probability() == 1 / 20
+
+
+def test_min_probability_is_the_smallest_stated_probability(kind):
+    rng = np.random.default_rng(5)
+    sampler = make(kind, 300)
+    for slot in range(0, 300, 2):
+        sampler.add(slot)
+    indices, _ = sampler.sample(32)
+    sampler.update(indices, rng.normal(size=32))
+    sampler.sample(32)
+    members = np.arange(0, 300, 2)
+    smallest = stated_probabilities(sampler, members, 32).min()
+    assert sampler.min_probability() == pytest.approx(smallest, rel=1e-12)
