@@ -160,11 +160,14 @@ class DoubleDQN:
         self._staging = PinnedStaging(self.device) if self.device.type == "cuda" else None
         self.single_forward = self.device.type == "cuda"  # see _online_q
 
-    def act(self, state: np.ndarray, epsilon: float) -> int:
+    def act(self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None) -> int:
         """Epsilon-greedy action for a uint8 (history_length, 84, 84) state. Exactly one
-        uniform draw per call decides exploration, so the rng stream does not depend on Q."""
-        if self._rng.random() < epsilon:
-            return int(self._rng.integers(self.num_actions))
+        uniform draw per call decides exploration, so the rng stream does not depend on Q.
+        `rng` defaults to the agent's own; an evaluator passes its own generator so that
+        evaluating never shifts the training stream."""
+        rng = self._rng if rng is None else rng
+        if rng.random() < epsilon:
+            return int(rng.integers(self.num_actions))
         with torch.inference_mode():
             frames = torch.from_numpy(state).to(self.device).unsqueeze(0)
             return int(self.online(frames).argmax(dim=1).item())

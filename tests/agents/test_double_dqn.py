@@ -175,6 +175,20 @@ def test_act_greedy_with_the_real_network_is_its_argmax():
     assert [agent.act(s, 0.0) for s in states] == expected
 
 
+def test_act_with_an_explicit_rng_leaves_the_agents_stream_alone():
+    agent, twin = make_agent(seed=5, num_actions=6), make_agent(seed=5, num_actions=6)
+    agent.online = twin.online = LookupQ([[0, 0, 0, 4, 0, 0]])
+    state = np.zeros((4, 84, 84), np.uint8)
+    evaluation_rng, replica = np.random.default_rng(9), np.random.default_rng(9)
+    actions = [agent.act(state, 0.5, rng=evaluation_rng) for _ in range(200)]
+    # The same draws made by hand: one uniform decides, a second picks the random action.
+    expected = [int(replica.integers(6)) if replica.random() < 0.5 else 3 for _ in range(200)]
+    assert actions == expected
+    assert 0 < actions.count(3) < 200
+    # The agent's own generator did not move: it still matches an untouched twin.
+    assert [agent.act(state, 0.5) for _ in range(50)] == [twin.act(state, 0.5) for _ in range(50)]
+
+
 def test_same_seed_gives_same_weights_and_actions_without_global_rng():
     torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()[1].copy()
     first, second = make_agent(seed=11), make_agent(seed=11)

@@ -1,0 +1,223 @@
+"""Evaluate trained agents under the PER paper's protocols and compare with its Tables 6 and 7.
+
+    python evaluate.py RUN_DIR                                  # no-op starts, best snapshot
+    python evaluate.py RUN_DIR protocol=human_starts start_states=pong_starts.npz
+    python evaluate.py MULTIRUN_DIR protocol=human_starts start_states=starts/  # <rom_id>.npz
+    python evaluate.py RUN_DIR/agent_latest.pt episodes=5 env.max_episode_frames=18000
+
+The path is a snapshot (.pt), a run directory (its ``agent_best.pt``, or ``snapshot=latest``)
+or a multirun directory (every run below it). Arguments are ``key=value`` like train.py's:
+
+    protocol=noop|human_starts   noop: 1-30 random no-ops, ε 0.01, 30 episodes per run;
+                                 human_starts: one episode per start point, ε 0.001
+    snapshot=best|latest         which snapshot of a run directory
+    episodes=N                   no-op episodes per run (30), or the first N start points
+    epsilon=E                    override the protocol's ε (Table 5)
+    start_states=PATH            human_starts: a start-state file, or a directory of <rom_id>.npz
+    seed=S                       seeds every evaluation env and ε draw (0)
+    device=auto|cpu|cuda[:N]     where the network runs (auto)
+    output=DIR                   where evaluation_<protocol>.json/.csv go (the evaluated dir)
+    bootstrap_reps=N             resamples for the IQM confidence interval (2000)
+    env.KEY=V                    override the run's make_env arguments (env.max_episode_frames)
+
+It prints a table (per game: raw mean ± std, human-normalized score, the paper's Double DQN
+scores) and writes it as JSON and CSV. Exit status 2 with a one-line message on bad input.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import ale_py
+import numpy as np
+
+from envs.atari import make_env
+from envs.games import PROTOCOLS, normalized_score
+from envs.start_states import load_start_states
+from evaluation.arguments import parse_arguments
+from evaluation.protocols import (
+    HUMAN_STARTS_EPSILON,
+    NOOP_EPSILON,
+    evaluate_human_starts,
+    evaluate_noop,
+)
+from evaluation.report import RunScore, format_table, game_rows, summaries, write_report
+from evaluation.runs import RunSpec, find_runs
+from evaluation.snapshot import load_agent_snapshot
+
+DEFAULTS = {
+    "protocol": "noop",
+    "snapshot": "best",
+    "episodes": None,
+    "epsilon": None,
+    "start_states": None,
+    "seed": 0,
+    "device": "auto",
+    "output": None,
+    "bootstrap_reps": 2000,
+    "env": {},
+}
+_MAKE_ENV_KEYS = set(inspect.signature(make_env).parameters) - {"seed"}
+_TITLES = {
+    "noop": "No-op starts evaluation (1-{noop_max} random no-ops, ε {epsilon}, {episodes}), "
+    "normalized with the no-op reference scores (Wang et al. 2016)",
+    "human_starts": "Human-starts evaluation (ε {epsilon}, {episodes}), normalized with the "
+    "human-starts reference scores (Nair et al. 2015, van Hasselt et al. 2016)",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    try:
+        positional, options = parse_arguments(argv, DEFAULTS, open_sections=("env",))
+        if len(positional) != 1:
+            raise ValueError("give exactly one path: a snapshot, a run or a multirun directory")
+        check_options(options)
+        run(Path(positional[0]), options)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def check_options(options: dict) -> None:
+    if options["protocol"] not in PROTOCOLS:
+        raise ValueError(
+            f"protocol={options['protocol']} is not allowed: must be one of {', '.join(PROTOCOLS)}"
+        )
+    if options["protocol"] == "human_starts" and not options["start_states"]:
+        raise ValueError(
+            "protocol=human_starts needs start_states=FILE.npz (or a directory of "
+            "<rom_id>.npz); make one with python -m envs.start_states sample"
+        )
+    for key in ("episodes", "bootstrap_reps"):
+        value = options[key]
+        if value is not None and (type(value) is not int or value < 1):
+            raise ValueError(f"{key}={value} is not allowed: must be a positive integer")
+    if type(options["seed"]) is not int or options["seed"] < 0:
+        raise ValueError(f"seed={options['seed']} is not allowed: must be an integer >= 0")
+    epsilon = options["epsilon"]
+    if epsilon is not None and not (isinstance(epsilon, int | float) and 0 <= epsilon <= 1):
+        raise ValueError(f"epsilon={epsilon} is not allowed: must be in [0, 1]")
+    unknown = sorted(set(options["env"]) - _MAKE_ENV_KEYS)
+    if unknown:
+        raise ValueError(
+            f"env.{unknown[0]} is not a make_env argument: allowed are "
+            f"{', '.join(sorted(_MAKE_ENV_KEYS))}"
+        )
+
+
+def run(path: Path, options: dict) -> None:
+    """Evaluate every run under ``path``, print the table, write JSON and CSV."""
+    protocol = options["protocol"]
+    specs = find_runs(path, options["snapshot"])
+    streams = np.random.SeedSequence(options["seed"]).spawn(len(specs))
+    scores, sources = [], set()
+    for spec, stream in zip(specs, streams, strict=True):
+        print(f"evaluating {spec.name} ({protocol}) ...", file=sys.stderr, flush=True)
+        score, source = evaluate_run(spec, options, np.random.default_rng(stream))
+        scores.append(score)
+        sources.add(source)
+    header = report_header(options, specs, sorted(s for s in sources if s))
+    rows = game_rows(scores, protocol)
+    summary = summaries(scores, rows, reps=options["bootstrap_reps"], seed=options["seed"])
+    print(format_table(protocol, header, rows, summary))
+    output = (
+        Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
+    )
+    for written in write_report(output, protocol, header, scores, rows, summary):
+        print(f"wrote {written}")
+
+
+def evaluate_run(spec: RunSpec, options: dict, rng: np.random.Generator) -> tuple[RunScore, str]:
+    """One run under the chosen protocol; returns its score row and the start-state file."""
+    agent, info = load_agent_snapshot(spec.snapshot, options["device"])
+    env_kwargs = {"game": info.game, **spec.env_kwargs, **options["env"]}
+    if env_kwargs["game"] != info.game:
+        raise ValueError(
+            f"{spec.snapshot} is an agent for {info.game}, but its run config "
+            f"says env.game={env_kwargs['game']}"
+        )
+    protocol, episodes, source = options["protocol"], options["episodes"], ""
+    if protocol == "noop":
+        epsilon = NOOP_EPSILON if options["epsilon"] is None else options["epsilon"]
+        result = evaluate_noop(agent, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes or 30)
+    else:
+        epsilon = HUMAN_STARTS_EPSILON if options["epsilon"] is None else options["epsilon"]
+        start_file = start_state_file(Path(options["start_states"]), info.game)
+        starts = load_start_states(start_file, info.game)
+        if episodes is not None:
+            starts = starts.first(episodes)
+        result = evaluate_human_starts(agent, env_kwargs, starts, rng=rng, epsilon=epsilon)
+        source = str(start_file)
+    score = RunScore(
+        run=spec.name,
+        game=info.game,
+        variant=spec.variant,
+        seed=spec.seed,
+        step=info.step,
+        frames=info.frames,
+        episodes=len(result.scores),
+        mean=result.mean,
+        std=result.std,
+        normalized=normalized_score(result.mean, info.game, protocol),
+        partial=result.partial,
+        episode_scores=tuple(result.scores.tolist()),
+        start_frames=tuple(result.start_frames.tolist()),
+    )
+    return score, source
+
+
+def start_state_file(path: Path, game: str) -> Path:
+    """A file is used as is; a directory must hold ``<rom_id>.npz`` for each game."""
+    if path.is_dir():
+        candidate = path / f"{game}.npz"
+        if not candidate.is_file():
+            raise ValueError(f"start_states={path} has no {game}.npz for game {game}")
+        return candidate
+    return path
+
+
+def report_header(options: dict, specs: list[RunSpec], start_files: list[str]) -> dict:
+    protocol = options["protocol"]
+    default_epsilon = NOOP_EPSILON if protocol == "noop" else HUMAN_STARTS_EPSILON
+    epsilon = default_epsilon if options["epsilon"] is None else options["epsilon"]
+    if protocol == "noop":
+        episodes = f"{options['episodes'] or 30} episodes per run"
+    else:
+        count = f"first {options['episodes']}" if options["episodes"] else "all"
+        episodes = f"{count} start points per run"
+    used = [{**spec.env_kwargs, **options["env"]} for spec in specs]  # what make_env got
+    noop_max = {env.get("noop_max", 30) for env in used}
+    caps = {env.get("max_episode_frames", 108_000) for env in used}
+    title = _TITLES[protocol].format(
+        noop_max="/".join(map(str, sorted(noop_max))), epsilon=epsilon, episodes=episodes
+    )
+    cap_text = "/".join(f"{cap:,}" for cap in sorted(caps))
+    title += f"; episodes capped at {cap_text} frames"
+    paper_note = (
+        "paper: Schaul et al. 2016, Table 7 raw scores of tuned Double DQN from human "
+        "starts (Table 6 normalized %)"
+    )
+    if protocol == "noop":
+        paper_note += "; measured from human starts, so not the same protocol as these scores"
+    return {
+        "title": title,
+        "paper_note": paper_note,
+        "protocol": protocol,
+        "epsilon": epsilon,
+        "snapshot": options["snapshot"],
+        "seed": options["seed"],
+        "env_overrides": options["env"],
+        "start_states": start_files,
+        "ale_py_version": ale_py.__version__,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""The two evaluation protocols of the PER paper (Appendix B.2.3, Tables 4 and 5).
+
+* no-op starts (the periodic "test" evaluation behind the learning curves): each episode
+  begins with 1..30 random no-ops (make_env's reset), ε = 0.01;
+* human starts (the headline Tables 6 and 7): one episode per start point, resumed from a
+  human's game, ε = 0.001; the 108,000-frame cap counts the human prefix and only rewards
+  after the start point are scored.
+
+Each evaluation has its own env and its own ``rng`` (the env seed and every ε draw), so it
+never touches the training env or the agent's generator. Scores are unclipped game scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from envs.atari import make_env
+from envs.frame_stack import FrameStack
+from envs.games import normalized_score, resolve_game
+from envs.start_states import StartStates
+
+NOOP_EPSILON = 0.01  # Table 5, "Test", tuned Double DQN and both prioritized variants
+HUMAN_STARTS_EPSILON = 0.001  # Table 5, "Human starts"
+
+
+class Policy(Protocol):
+    """What an evaluator needs from an agent (DoubleDQN is one)."""
+
+    history_length: int
+
+    def act(
+        self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None
+    ) -> int: ...
+
+
+@dataclass(frozen=True)
+class EvaluationResult:
+    """Per-episode results of one evaluation, in play order.
+
+    ``scores``: unclipped returns. ``episode_frames``: ALE's episode frame number when the
+    episode ended, i.e. the quantity the frame cap applies to (no-ops and a human prefix
+    included). ``start_frames``: the frame number when the agent took over (the no-op count, or
+    the human prefix). ``emulated_frames``: all frames this evaluation emulated, including any
+    unfinished episode it discarded. ``partial``: the single score is an episode cut by the
+    frame budget (see :func:`evaluate_noop`).
+    """
+
+    scores: np.ndarray
+    episode_frames: np.ndarray
+    start_frames: np.ndarray
+    emulated_frames: int
+    partial: bool = False
+    epsilon: float = field(default=float("nan"))
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.scores))
+
+    @property
+    def std(self) -> float:
+        """Population standard deviation (ddof = 0) of the episode scores."""
+        return float(np.std(self.scores))
+
+    def summary(self, game: str, protocol: str) -> dict[str, float]:
+        """Scalars for logging: mean and std of the raw score, its human-normalized value with
+        the reference table of ``protocol``, the episode count and frames emulated."""
+        return {
+            "score": self.mean,
+            "score_std": self.std,
+            "normalized_score": normalized_score(self.mean, game, protocol),
+            "episodes": float(len(self.scores)),
+            "emulated_frames": float(self.emulated_frames),
+        }
+
+
+def evaluate_noop(
+    agent: Policy,
+    env_kwargs: dict,
+    *,
+    rng: np.random.Generator,
+    epsilon: float = NOOP_EPSILON,
+    episodes: int | None = None,
+    max_frames: int | None = None,
+) -> EvaluationResult:
+    """ε-greedy play from random no-op starts: ``episodes`` whole episodes, or as many as fit
+    in ``max_frames`` emulated frames (no-ops included; the paper's test runs 500,000).
+
+    With ``max_frames``, play stops as soon as the frame budget is used up; the episode running
+    then is discarded, and the result holds the completed episodes. If none completed, the cut
+    episode's score is the one score and ``partial`` is True (DeepMind's DQN rule). Give at most
+    one of the two; with neither, 30 episodes are played. ``env_kwargs`` are make_env's
+    arguments (the run config's ``env``), so episodes are capped at its ``max_episode_frames``.
+    """
+    if episodes is not None and max_frames is not None:
+        raise ValueError("give episodes or max_frames, not both")
+    if episodes is None and max_frames is None:
+        episodes = 30
+    if (episodes is not None and episodes < 1) or (max_frames is not None and max_frames < 1):
+        raise ValueError(f"episodes={episodes}, max_frames={max_frames}: must be positive")
+    env, stack = _env_and_stack(agent, env_kwargs, rng)
+    scores, ends, starts, emulated, partial = [], [], [], 0, False
+    try:
+        while episodes is None or len(scores) < episodes:
+            frame, info = env.reset()
+            limit = None if max_frames is None else max_frames - emulated
+            score, end, finished = _play(
+                env, agent, stack.reset(frame), stack, rng, epsilon, frame_limit=limit
+            )
+            emulated += end  # this episode's frames, its no-ops included
+            if finished or not scores:
+                partial = not finished
+                scores.append(score)
+                ends.append(end)
+                starts.append(info["episode_frame_number"])
+            if not finished or (max_frames is not None and emulated >= max_frames):
+                break
+    finally:
+        env.close()
+    return _result(scores, ends, starts, emulated, partial, epsilon)
+
+
+def evaluate_human_starts(
+    agent: Policy,
+    env_kwargs: dict,
+    start_states: StartStates,
+    *,
+    rng: np.random.Generator,
+    epsilon: float = HUMAN_STARTS_EPSILON,
+) -> EvaluationResult:
+    """One ε-greedy episode from each start point: reset, restore the ALE state (its episode
+    frame number included), rebuild the acting state from the stored frames, and play until
+    game over or the cap on ALE's episode frame number (which counts the human prefix).
+    Only rewards after the start point are scored. The env's no-ops are switched off: the
+    restore would overwrite them anyway."""
+    _check_start_states(agent, env_kwargs, start_states)
+    env, stack = _env_and_stack(agent, {**env_kwargs, "noop_max": 0}, rng)
+    ale = env.unwrapped.ale
+    scores, ends, starts, emulated = [], [], [], 0
+    try:
+        for index in range(len(start_states)):
+            env.reset()
+            ale.restoreState(start_states.ale_state(index))
+            prefix = int(start_states.episode_frames[index])
+            if ale.getEpisodeFrameNumber() != prefix:
+                raise ValueError(
+                    f"start point {index} did not restore (frame number "
+                    f"{ale.getEpisodeFrameNumber()} instead of {prefix})"
+                )
+            frames = start_states.frames[index]
+            state = stack.reset(frames[0])
+            for frame in frames[1:]:
+                state = stack.push(frame)
+            score, end, _ = _play(env, agent, state, stack, rng, epsilon)
+            scores.append(score)
+            ends.append(end)
+            starts.append(prefix)
+            emulated += end - prefix
+    finally:
+        env.close()
+    return _result(scores, ends, starts, emulated, False, epsilon)
+
+
+def _env_and_stack(agent: Policy, env_kwargs: dict, rng: np.random.Generator):
+    """A fresh env seeded from ``rng`` and an empty frame stack shaped for ``agent``."""
+    env = make_env(seed=int(rng.integers(2**31)), **env_kwargs)
+    return env, FrameStack(agent.history_length, env.observation_space.shape)
+
+
+def _play(env, agent: Policy, state, stack: FrameStack, rng, epsilon, frame_limit=None):
+    """Act from ``state`` until the game ends, the env's cap truncates the episode, or ALE's
+    episode frame number reaches ``frame_limit``. Returns (unclipped score, final episode
+    frame number, whether the episode ended by itself: game over or cap)."""
+    score = 0.0
+    while True:
+        frame, reward, terminated, truncated, info = env.step(agent.act(state, epsilon, rng=rng))
+        score += reward
+        end = info["episode_frame_number"]
+        if terminated or truncated:
+            return score, end, True
+        if frame_limit is not None and end >= frame_limit:
+            return score, end, False
+        state = stack.push(frame)
+
+
+def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) -> None:
+    """The stored acting states must be the ones this env and agent would build."""
+    game = resolve_game(env_kwargs["game"]).rom_id
+    wanted = {
+        "game": (starts.game, game),
+        "frame_skip": (starts.frame_skip, env_kwargs.get("frame_skip", 4)),
+        "screen_size": (starts.screen_size, env_kwargs.get("screen_size", 84)),
+        "history_length": (starts.history_length, agent.history_length),
+    }
+    for key, (stored, used) in wanted.items():
+        if stored != used:
+            raise ValueError(
+                f"start states have {key}={stored!r} but the evaluation uses {key}={used!r}"
+            )
+    cap = env_kwargs.get("max_episode_frames", 108_000)
+    if cap and len(starts) and int(starts.episode_frames.max()) >= cap:
+        raise ValueError(
+            f"a start point begins at frame {int(starts.episode_frames.max())}, at "
+            f"or past env.max_episode_frames={cap}: nothing would be left to play"
+        )
+
+
+def _result(scores, ends, starts, emulated, partial, epsilon) -> EvaluationResult:
+    return EvaluationResult(
+        scores=np.asarray(scores, dtype=np.float64),
+        episode_frames=np.asarray(ends, dtype=np.int64),
+        start_frames=np.asarray(starts, dtype=np.int64),
+        emulated_frames=int(emulated),
+        partial=bool(partial),
+        epsilon=float(epsilon),
+    )

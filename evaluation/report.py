@@ -1,0 +1,207 @@
+"""Evaluation reports: per-game scores beside the paper's, across-game summaries, JSON and CSV.
+
+Per (replay variant, game): the score is the mean over runs (seeds) of each run's mean episode
+score; its spread is the episode standard deviation for one run, the standard deviation across
+the runs' means for several. Across games, per variant: median and mean human-normalized score,
+the number of games above human (normalized > 100 %), and, when every game has the same number
+(>= 2) of runs, the interquartile mean with stratified-bootstrap 95 % confidence intervals
+(rliable, an optional extra: ``pip install 'per-atari[iqm]'``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from envs.games import normalized_score, paper_scores, resolve_game
+
+PAPER = (("ddqn", "uniform"), ("ddqn_rank", "rank-based"), ("ddqn_prop", "proportional"))
+GAME_COLUMNS = (
+    "game",
+    "rom_id",
+    "variant",
+    "runs",
+    "episodes",
+    "score_mean",
+    "score_std",
+    "normalized",
+    *(f"paper_{column}" for column, _ in PAPER),
+    *(f"paper_{column}_normalized" for column, _ in PAPER),
+)
+
+
+@dataclass(frozen=True)
+class RunScore:
+    """One run's evaluation (a row of the JSON's ``runs``)."""
+
+    run: str
+    game: str  # ROM id
+    variant: str
+    seed: int | None
+    step: int
+    frames: int
+    episodes: int
+    mean: float
+    std: float
+    normalized: float
+    partial: bool
+    episode_scores: tuple[float, ...] = ()
+    start_frames: tuple[int, ...] = ()  # no-op count or human prefix of each episode
+
+
+def game_rows(runs: list[RunScore], protocol: str) -> list[dict]:
+    """One row per (variant, game), in game-name order; see the module docstring."""
+    groups: dict[tuple[str, str], list[RunScore]] = defaultdict(list)
+    for run in runs:
+        groups[(run.variant, run.game)].append(run)
+    rows = []
+    for (variant, game), members in sorted(groups.items(), key=lambda g: (g[0][1], g[0][0])):
+        means = np.array([m.mean for m in members])
+        spread = members[0].std if len(members) == 1 else float(np.std(means))
+        paper = paper_scores(game)
+        row = {
+            "game": resolve_game(game).name,
+            "rom_id": game,
+            "variant": variant,
+            "runs": len(members),
+            "episodes": sum(m.episodes for m in members),
+            "score_mean": float(means.mean()),
+            "score_std": spread,
+            "normalized": normalized_score(means.mean(), game, protocol),
+        }
+        for column, _ in PAPER:
+            raw = getattr(paper, column)
+            row[f"paper_{column}"] = raw
+            row[f"paper_{column}_normalized"] = (
+                None if raw is None else normalized_score(raw, game, "human_starts")
+            )
+        rows.append(row)
+    return rows
+
+
+def summaries(runs: list[RunScore], rows: list[dict], *, reps: int, seed: int) -> list[dict]:
+    """Across-game numbers per variant (module docstring)."""
+    result = []
+    for variant in sorted({row["variant"] for row in rows}):
+        normalized = np.array([r["normalized"] for r in rows if r["variant"] == variant])
+        summary = {
+            "variant": variant,
+            "games": len(normalized),
+            "median_normalized": float(np.median(normalized)),
+            "mean_normalized": float(np.mean(normalized)),
+            "games_above_human": int((normalized > 1.0).sum()),
+            "iqm": None,
+            "iqm_ci_low": None,
+            "iqm_ci_high": None,
+            "iqm_note": "",
+        }
+        summary.update(_iqm([r for r in runs if r.variant == variant], reps=reps, seed=seed))
+        result.append(summary)
+    return result
+
+
+def _iqm(runs: list[RunScore], *, reps: int, seed: int) -> dict:
+    per_game: dict[str, list[float]] = defaultdict(list)
+    for run in runs:
+        per_game[run.game].append(run.normalized)
+    counts = {len(scores) for scores in per_game.values()}
+    if len(counts) != 1 or counts.pop() < 2:
+        return {"iqm_note": "needs the same number (>= 2) of seeds for every game"}
+    matrix = np.array([per_game[game] for game in sorted(per_game)]).T  # (runs, games)
+    try:
+        point, low, high = _rliable_iqm(matrix, reps=reps, seed=seed)
+    except ImportError:
+        return {"iqm_note": "install rliable for the IQM: pip install 'per-atari[iqm]'"}
+    except Exception as error:  # rliable breaks with arch >= 8 and pandas >= 3
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return {"iqm_note": f"rliable failed ({first}); it needs arch<8 and pandas<3"}
+    return {
+        "iqm": point,
+        "iqm_ci_low": low,
+        "iqm_ci_high": high,
+        "iqm_note": f"stratified bootstrap over runs, {reps} resamples, 95% CI",
+    }
+
+
+def _rliable_iqm(matrix: np.ndarray, *, reps: int, seed: int) -> tuple[float, float, float]:
+    """rliable's IQM of a (runs, games) matrix and its percentile bootstrap 95 % interval."""
+    import warnings
+
+    from rliable import library, metrics
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # arch 7 deprecates random_state
+        points, intervals = library.get_interval_estimates(
+            {"run": matrix},
+            lambda scores: np.array([metrics.aggregate_iqm(scores)]),
+            reps=reps,
+            random_state=np.random.RandomState(seed),
+        )
+    low, high = intervals["run"][:, 0]
+    return float(points["run"][0]), float(low), float(high)
+
+
+def write_report(directory: Path, protocol: str, header: dict, runs, rows, summary) -> list[Path]:
+    """``evaluation_<protocol>.json`` (everything) and ``.csv`` (one row per variant and game)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / f"evaluation_{protocol}.json"
+    csv_path = directory / f"evaluation_{protocol}.csv"
+    document = {**header, "runs": [asdict(r) for r in runs], "games": rows, "summary": summary}
+    json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    with csv_path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=GAME_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return [json_path, csv_path]
+
+
+def format_table(protocol: str, header: dict, rows: list[dict], summary: list[dict]) -> str:
+    """The printed report: one line per game and variant with the paper's Table 7 Double DQN
+    scores (and their Table 6 percentages) beside it, then one summary line per variant."""
+    lines = [header["title"], ""]
+    paper_heads = "".join(f"{'paper ' + name:>22}" for _, name in PAPER)
+    lines.append(
+        f"{'game':<18}{'variant':<13}{'runs':>4}{'episodes':>9}{'score mean ± std':>24}"
+        f"{'normalized':>11}{paper_heads}"
+    )
+    for row in rows:
+        score = f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
+        paper = "".join(_paper_cell(row, column) for column, _ in PAPER)
+        lines.append(
+            f"{row['game'][:17]:<18}{row['variant'][:12]:<13}{row['runs']:>4}"
+            f"{row['episodes']:>9}{score:>24}{_percent(row['normalized']):>11}{paper}"
+        )
+    lines.append("")
+    for s in summary:
+        iqm = (
+            "n/a"
+            if s["iqm"] is None
+            else (
+                f"{_percent(s['iqm'])} [{_percent(s['iqm_ci_low'])}, {_percent(s['iqm_ci_high'])}]"
+            )
+        )
+        note = f" ({s['iqm_note']})" if s["iqm_note"] else ""
+        lines.append(
+            f"{s['variant']}: {s['games']} game(s), median {_percent(s['median_normalized'])}"
+            f", mean {_percent(s['mean_normalized'])}, above human "
+            f"{s['games_above_human']}, IQM {iqm}{note}"
+        )
+    lines.append(header["paper_note"])
+    return "\n".join(lines)
+
+
+def _paper_cell(row: dict, column: str) -> str:
+    raw = row[f"paper_{column}"]
+    if raw is None:
+        return f"{'-':>22}"
+    percent = _percent(row[f"paper_{column}_normalized"])
+    return f"{f'{raw:.1f} ({percent})':>22}"
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.0f}%"

@@ -1,0 +1,198 @@
+"""evaluate.py and the start-state commands end to end, on tiny run directories made here
+(a composed demo config and a freshly initialised agent: no training)."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import evaluate
+from agents.double_dqn import DoubleDQN
+from envs.trajectories import Trajectory, TrajectoryLog, save_trajectories
+from evaluation import start_states as start_state_tools
+from evaluation.snapshot import save_agent_snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICK = ["device=cpu", "env.max_episode_frames=160"]
+
+
+def make_run(directory: Path, seed: int, replay: str = "uniform") -> Path:
+    """What train.py leaves behind: config.yaml and the best and latest snapshots."""
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=["experiment=demo", f"replay={replay}", f"seed={seed}", "agent.device=cpu"],
+        )
+    directory.mkdir(parents=True)
+    (directory / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    agent = DoubleDQN(6, rng=np.random.default_rng(seed), device="cpu")
+    for name, score in (("agent_best.pt", -20.0), ("agent_latest.pt", -21.0)):
+        save_agent_snapshot(
+            directory / name, agent, game="pong", step=10_000, frames=40_000, score=score
+        )
+    return directory
+
+
+@pytest.fixture(scope="module")
+def multirun(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multirun")
+    for seed in (0, 1):
+        make_run(root / f"seed={seed}", seed)
+    return root
+
+
+@pytest.fixture(scope="module")
+def start_file(tmp_path_factory):
+    """A start-state file made by the trajectory command from a logged game."""
+    directory = tmp_path_factory.mktemp("starts")
+    choices = np.random.default_rng(0).integers(0, 6, 100)
+    minimal = [0, 1, 3, 4, 11, 12]
+    log = TrajectoryLog("pong", (Trajectory(tuple(minimal[c] for c in choices), 0, None, "t"),), 4)
+    save_trajectories(directory / "pong_human.json", log)
+    out = directory / "pong.npz"
+    status = start_state_tools.main(
+        [
+            "sample",
+            str(directory / "pong_human.json"),
+            f"out={out}",
+            "count=3",
+            "max_episode_frames=120",
+        ]
+    )
+    assert status == 0 and out.is_file()
+    return out
+
+
+def test_noop_protocol_on_a_run_directory_prints_and_writes_the_table(multirun, capsys):
+    run = multirun / "seed=0"
+    assert evaluate.main([str(run), "episodes=2", *QUICK]) == 0
+    printed = capsys.readouterr().out
+    assert "No-op starts evaluation (1-30 random no-ops, ε 0.01, 2 episodes per run)" in printed
+    assert "Pong" in printed and "uniform" in printed
+    assert "19.1 (111%)" in printed and "18.9 (110%)" in printed  # the paper's Table 7 / 6
+    document = json.loads((run / "evaluation_noop.json").read_text())
+    assert document["protocol"] == "noop" and document["epsilon"] == 0.01
+    (only,) = document["runs"]
+    assert (only["game"], only["variant"], only["seed"], only["episodes"]) == (
+        "pong",
+        "uniform",
+        0,
+        2,
+    )
+    # Pong's no-op reference: random -20.7, human 14.6.
+    assert only["normalized"] == pytest.approx((only["mean"] + 20.7) / 35.3)
+    rows = list(csv.DictReader((run / "evaluation_noop.csv").open()))
+    assert len(rows) == 1 and rows[0]["rom_id"] == "pong" and rows[0]["paper_ddqn"] == "19.1"
+
+
+def test_human_starts_protocol_with_a_start_state_file(multirun, start_file, capsys):
+    run = multirun / "seed=1"
+    assert (
+        evaluate.main(
+            [
+                str(run),
+                "protocol=human_starts",
+                f"start_states={start_file}",
+                "snapshot=latest",
+                *QUICK,
+            ]
+        )
+        == 0
+    )
+    printed = capsys.readouterr().out
+    assert "Human-starts evaluation (ε 0.001, all start points per run)" in printed
+    document = json.loads((run / "evaluation_human_starts.json").read_text())
+    assert document["start_states"] == [str(start_file)] and document["snapshot"] == "latest"
+    assert document["runs"][0]["episodes"] == 3
+    assert document["games"][0]["paper_ddqn_prop_normalized"] == pytest.approx((18.9 + 18.0) / 33.5)
+    assert (run / "evaluation_human_starts.csv").is_file()
+
+
+def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, capsys):
+    pytest.importorskip("rliable")
+    assert (
+        evaluate.main(
+            [str(multirun), "episodes=1", f"output={tmp_path}", "bootstrap_reps=200", *QUICK]
+        )
+        == 0
+    )
+    summary = json.loads((tmp_path / "evaluation_noop.json").read_text())["summary"]
+    (uniform,) = summary
+    assert uniform["games"] == 1 and uniform["iqm"] is not None
+    assert uniform["iqm_ci_low"] <= uniform["iqm"] <= uniform["iqm_ci_high"]
+    assert "IQM" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["protocl=noop"], "unknown argument 'protocl': allowed keys are"),
+        (["protocol=human"], "protocol=human is not allowed: must be one of noop, human_starts"),
+        (["protocol=human_starts"], "protocol=human_starts needs start_states="),
+        (["env.frame_skp=3"], "env.frame_skp is not a make_env argument"),
+        (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
+        (["snapshot=final"], "snapshot=final is not allowed: must be one of best, latest"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(multirun, capsys, arguments, message):
+    assert evaluate.main([str(multirun / "seed=0"), *arguments]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1
+
+
+def test_a_start_state_file_of_another_game_is_refused(tmp_path, start_file, capsys):
+    run = make_run(tmp_path / "run", 0)
+    text = (run / "config.yaml").read_text().replace("game: pong", "game: breakout")
+    (run / "config.yaml").write_text(text)
+    assert evaluate.main([str(run), "protocol=human_starts", f"start_states={start_file}"]) == 2
+    assert "is an agent for pong, but its run config says env.game=breakout" in (
+        capsys.readouterr().err
+    )
+
+
+def test_show_prints_the_frame_numbers_and_writes_a_png(start_file, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "starts.png"
+    assert start_state_tools.main(["show", str(start_file), f"png={png}"]) == 0
+    printed = capsys.readouterr().out
+    assert "3 start points of Pong (pong, ROM MD5" in printed
+    assert "start frame numbers:" in printed
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_py_runs_as_a_command_on_a_snapshot_file(multirun, tmp_path):
+    command = [
+        sys.executable,
+        "evaluate.py",
+        str(multirun / "seed=0" / "agent_latest.pt"),
+        "episodes=1",
+        f"output={tmp_path}",
+        *QUICK,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "normalized" in done.stdout and (tmp_path / "evaluation_noop.csv").is_file()
+    (run,) = json.loads((tmp_path / "evaluation_noop.json").read_text())["runs"]
+    assert run["run"] == "agent_latest.pt" and run["seed"] == 0  # config.yaml beside it
+    assert len(run["episode_scores"]) == 1 and 1 <= run["start_frames"][0] <= 30
+
+
+def test_a_directory_without_runs_or_snapshots_is_one_line_error(tmp_path, capsys):
+    assert evaluate.main([str(tmp_path)]) == 2
+    assert f"no run directory with config.yaml and agent_best.pt under {tmp_path}" in (
+        capsys.readouterr().err
+    )
+    run = make_run(tmp_path / "run", 0)
+    (run / "agent_best.pt").unlink()
+    assert evaluate.main([str(run)]) == 2
+    assert "has no agent_best.pt (snapshot=best); snapshots present: agent_latest.pt" in (
+        capsys.readouterr().err
+    )

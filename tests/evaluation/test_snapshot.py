@@ -1,0 +1,88 @@
+"""Agent snapshots: round trip, atomic writes, and one-line refusals of bad files."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from agents.double_dqn import DoubleDQN
+from evaluation.snapshot import load_agent_snapshot, save_agent_snapshot
+
+
+def make_agent(seed=0, num_actions=6):
+    return DoubleDQN(num_actions, rng=np.random.default_rng(seed), device="cpu")
+
+
+def test_round_trip_keeps_weights_metadata_and_greedy_actions(tmp_path):
+    agent = make_agent()
+    path = tmp_path / "run" / "agent_best.pt"
+    save_agent_snapshot(path, agent, game="ALE/Pong-v5", step=1234, frames=4936, score=-20.5)
+    loaded, info = load_agent_snapshot(path, device="cpu")
+    assert (info.game, info.step, info.frames, info.score) == ("pong", 1234, 4936, -20.5)
+    assert (info.num_actions, info.history_length) == (6, 4)
+    for name, tensor in agent.online.state_dict().items():
+        assert torch.equal(loaded.online.state_dict()[name], tensor)
+        assert torch.equal(loaded.target.state_dict()[name], tensor)
+    states = np.random.default_rng(1).integers(0, 256, (8, 4, 84, 84), dtype=np.uint8)
+    rng = np.random.default_rng(0)
+    assert [loaded.act(s, 0.0, rng=rng) for s in states] == [agent.act(s, 0.0) for s in states]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["agent_best.pt"]
+
+
+def test_overwrite_is_atomic_and_score_may_be_none(tmp_path):
+    path = tmp_path / "agent_latest.pt"
+    save_agent_snapshot(path, make_agent(0), game="pong", step=1, frames=4, score=None)
+    save_agent_snapshot(path, make_agent(1), game="pong", step=2, frames=8, score=None)
+    _, info = load_agent_snapshot(path)
+    assert (info.step, info.score) == (2, None)
+    assert [p.name for p in tmp_path.iterdir()] == ["agent_latest.pt"]
+
+
+class Exploit:
+    """A pickle that would run code when unpickled."""
+
+    def __reduce__(self):
+        return (print, ("code ran",))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, r"does not exist"),
+        (b"\x00" * 64, r"is corrupt or not a torch file"),
+        ("truncated", r"is corrupt or not a torch file"),
+        ({"online": {}}, r"is not an agent snapshot \(format must be 'per-atari-agent'"),
+        ("agent_state_dict", r"is not an agent snapshot"),
+        ("exploit", r"is corrupt or not a torch file"),
+        ({"format": "per-atari-agent", "version": 2}, r"has version 2; this code reads version 1"),
+        ({"format": "per-atari-agent", "version": 1, "online": {}}, r"key 'num_actions' is"),
+    ],
+)
+def test_bad_files_are_one_line_errors(tmp_path, content, message):
+    path = tmp_path / "agent.pt"
+    if content == "truncated":
+        save_agent_snapshot(path, make_agent(), game="pong", step=1, frames=4, score=None)
+        path.write_bytes(path.read_bytes()[:1000])
+    elif content == "agent_state_dict":  # what train.py writes as agent_final.pt
+        torch.save(make_agent().state_dict(), path)
+    elif content == "exploit":
+        path.write_bytes(pickle.dumps(Exploit(), protocol=2))
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        torch.save(content, path)
+    with pytest.raises(ValueError, match=message) as error:
+        load_agent_snapshot(path)
+    assert "\n" not in str(error.value) and str(path) in str(error.value)
+
+
+def test_weights_of_another_network_are_refused(tmp_path):
+    path = tmp_path / "agent.pt"
+    save_agent_snapshot(path, make_agent(num_actions=6), game="pong", step=1, frames=4, score=1.0)
+    payload = torch.load(path, weights_only=True)
+    payload["num_actions"] = 4
+    torch.save(payload, path)
+    with pytest.raises(ValueError, match="weights do not fit the network") as error:
+        load_agent_snapshot(path)
+    assert "\n" not in str(error.value)
