@@ -5,12 +5,9 @@ Section 3.3 and Appendix B.2.1). The class docstring says exactly what is approx
 import numpy as np
 from numba import njit
 
+from replay.binary_heap import heap_insert, heap_remove, heap_update
 from replay.priorities import priorities_from_td_errors
 from replay.sum_tree import (
-    OK,
-    SLOT_NOT_SAMPLEABLE,
-    SLOT_OUT_OF_RANGE,
-    VALUE_INVALID,
     raise_for_status,
 )
 
@@ -34,83 +31,6 @@ _STATE_ATTRIBUTES = {
     "partition_ends": "_ends",
     "partition_probabilities": "_probabilities",
 }
-
-
-@njit(cache=True)
-def _sift_up(keys, slots, positions, position, rise_on_ties):
-    """Moves the entry at `position` up while its parent is smaller (or equal, on request)."""
-    key, slot = keys[position], slots[position]
-    while position > 0:
-        parent = (position - 1) >> 1
-        if keys[parent] > key or (keys[parent] == key and not rise_on_ties):
-            break
-        keys[position], slots[position] = keys[parent], slots[parent]
-        positions[slots[position]] = position
-        position = parent
-    keys[position], slots[position] = key, slot
-    positions[slot] = position
-
-
-@njit(cache=True)
-def _sift_down(keys, slots, positions, position, size):
-    """Moves the entry at `position` down while a child is larger."""
-    key, slot = keys[position], slots[position]
-    while True:
-        child = 2 * position + 1
-        if child >= size:
-            break
-        if child + 1 < size and keys[child + 1] > keys[child]:
-            child += 1
-        if keys[child] <= key:
-            break
-        keys[position], slots[position] = keys[child], slots[child]
-        positions[slots[position]] = position
-        position = child
-    keys[position], slots[position] = key, slot
-    positions[slot] = position
-
-
-@njit(cache=True)
-def _heap_insert(keys, slots, positions, size, slot, key):
-    """Appends at position `size`; ties rise, so a new max-priority entry becomes rank 1."""
-    keys[size], slots[size] = key, slot
-    _sift_up(keys, slots, positions, size, True)
-
-
-@njit(cache=True)
-def _heap_remove(keys, slots, positions, size, slot):
-    """Swaps the last entry into the removed one's place and restores the heap."""
-    position, last = positions[slot], size - 1
-    positions[slot] = -1
-    if position != last:
-        moved = slots[last]
-        keys[position], slots[position] = keys[last], moved
-        positions[moved] = position
-        _sift_up(keys, slots, positions, position, False)
-        _sift_down(keys, slots, positions, positions[moved], last)
-
-
-@njit(cache=True)
-def _heap_update(keys, slots, positions, size, indices, priorities):
-    """Re-keys sampleable slots in order (last write wins). Checks everything before
-    writing; returns (status, largest priority of the batch)."""
-    largest = 0.0
-    for i in range(indices.shape[0]):
-        if indices[i] < 0 or indices[i] >= positions.shape[0]:
-            return SLOT_OUT_OF_RANGE, largest
-        if positions[indices[i]] < 0:
-            return SLOT_NOT_SAMPLEABLE, largest
-        if not (priorities[i] >= 0.0 and priorities[i] < np.inf):  # rejects NaN too
-            return VALUE_INVALID, largest
-        largest = max(largest, priorities[i])
-    for i in range(indices.shape[0]):
-        position = positions[indices[i]]
-        old, keys[position] = keys[position], priorities[i]
-        if priorities[i] > old:
-            _sift_up(keys, slots, positions, position, False)
-        elif priorities[i] < old:
-            _sift_down(keys, slots, positions, position, size)
-    return OK, largest
 
 
 @njit(cache=True)
@@ -254,7 +174,7 @@ class RankBasedSampler:
         """Makes a slot sampleable as a new transition: maximal raw priority, rank 1."""
         if self._member(index):
             raise ValueError(f"slot {index} is already sampleable")
-        _heap_insert(
+        heap_insert(
             self._keys, self._slots, self._positions, self._size, index, self._max_priority
         )
         self._size += 1
@@ -265,7 +185,7 @@ class RankBasedSampler:
     def remove(self, index: int) -> None:
         if not self._member(index):
             raise ValueError(f"slot {index} is not sampleable")
-        _heap_remove(self._keys, self._slots, self._positions, self._size, index)
+        heap_remove(self._keys, self._slots, self._positions, self._size, index)
         self._size -= 1
 
     def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -291,7 +211,7 @@ class RankBasedSampler:
         priorities = priorities_from_td_errors(td_errors, self.priority_epsilon).reshape(-1)
         if indices.shape != priorities.shape:
             raise ValueError(f"{indices.size} indices but {priorities.size} TD errors")
-        status, largest = _heap_update(
+        status, largest = heap_update(
             self._keys, self._slots, self._positions, self._size, indices, priorities
         )
         raise_for_status(status)
