@@ -53,25 +53,24 @@ def replay_steps(sampler, td_errors: np.ndarray, normalization: str) -> tuple[fl
 
     CPU time leaves out the time the process waited for a core, which on a busy 2-core
     machine can dominate the wall clock."""
-    size = len(sampler)
     wall, cpu = time.perf_counter(), time.thread_time()
     for errors in td_errors:
         indices, probabilities = sampler.sample(BATCH_SIZE)
         minimum = sampler.min_probability() if normalization == "buffer" else None
-        importance_weights(probabilities, size, IMPORTANCE_EXPONENT, normalization, minimum)
+        importance_weights(probabilities, IMPORTANCE_EXPONENT, normalization, minimum)
         sampler.update(indices, errors)
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
 def phase_times(sampler, td_errors: np.ndarray) -> np.ndarray:
     """Median ns of each phase (sample, weights, update) over the batches."""
-    clock, size = time.perf_counter_ns, len(sampler)
+    clock = time.perf_counter_ns
     spent = np.empty((len(td_errors), 3))
     for row, errors in enumerate(td_errors):
         t0 = clock()
         indices, probabilities = sampler.sample(BATCH_SIZE)
         t1 = clock()
-        importance_weights(probabilities, size, IMPORTANCE_EXPONENT, "batch")
+        importance_weights(probabilities, IMPORTANCE_EXPONENT, "batch")
         t2 = clock()
         sampler.update(indices, errors)
         spent[row] = (t1 - t0, t2 - t1, clock() - t2)

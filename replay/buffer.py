@@ -83,12 +83,11 @@ class ReplayBuffer:
         """Draw a minibatch; `importance_exponent` is β of the importance weights."""
         indices, probabilities = self.sampler.sample(self.batch_size)
         self.statistics.sampled(indices)
-        size = len(self.sampler)
         min_probability = (
             self.sampler.min_probability() if self.weight_normalization == "buffer" else None
         )
         weights = importance_weights(
-            probabilities, size, importance_exponent, self.weight_normalization, min_probability
+            probabilities, importance_exponent, self.weight_normalization, min_probability
         )
         batch_size = self.batch_size
         self._state_slots[:batch_size] = indices

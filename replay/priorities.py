@@ -21,26 +21,24 @@ def priorities_from_td_errors(
 
 def importance_weights(
     probabilities: np.ndarray,
-    size: int,
     importance_exponent: float,
     normalization: WeightNormalization = "batch",
     min_probability: float | None = None,
 ) -> np.ndarray:
     """w_i = (N · P(i))^−β scaled so that the largest weight is 1 (float32).
 
-    `normalization="batch"` divides by the minibatch maximum, which is what the paper's author
-    used; `"buffer"` divides by the largest weight any stored transition could get, i.e. the one
-    of `min_probability`. Uniform probabilities give weights of exactly 1 under both.
+    The largest weight belongs to the smallest probability P_min, so the scaled weight is
+    (P_min / P(i))^β and the memory size N cancels. `normalization="batch"` takes P_min over
+    the minibatch, which is what the paper's author used; `"buffer"` takes the smallest
+    probability any stored transition has (`min_probability`). Uniform probabilities give
+    weights of exactly 1 under both.
     """
     if normalization not in WEIGHT_NORMALIZATIONS:
         raise ValueError(
             f"weight normalization {normalization!r} is not one of {WEIGHT_NORMALIZATIONS}"
         )
-    weights = (size * np.asarray(probabilities, dtype=np.float64)) ** -importance_exponent
     if normalization == "batch":
-        largest = weights.max()
-    else:
-        if min_probability is None:
-            raise ValueError("buffer-wide weight normalization needs min_probability")
-        largest = (size * min_probability) ** -importance_exponent
-    return (weights / largest).astype(np.float32)
+        min_probability = probabilities.min()
+    elif min_probability is None:
+        raise ValueError("buffer-wide weight normalization needs min_probability")
+    return ((min_probability / probabilities) ** importance_exponent).astype(np.float32)
