@@ -1,0 +1,203 @@
+"""Replay strategies for the Blind Cliffwalk: which memory transition to learn from next.
+
+Every strategy runs Q-learning updates one transition at a time on a full memory until the
+MSE to the true Q-values is below the tolerance or `max_updates` is spent, and returns the
+number of updates made. The stochastic strategies use the project's own samplers
+(`replay.sampler`, `replay.proportional`, `replay.rank_based`); none uses importance weights,
+because Appendix B.1 describes the plain update of Equation 3 (and in this deterministic task
+every sampling distribution that reaches all pairs has the same fixed point, Q*).
+"""
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from cliffwalk.learners import TOLERANCE, QLearner
+from replay.proportional import ProportionalSampler
+from replay.rank_based import RankBasedSampler
+from replay.sampler import UniformSampler
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """Budget and prioritization settings shared by every run of an experiment.
+
+    The paper does not state α for the Cliffwalk; the defaults are its Atari values (Table 3),
+    which are also the samplers' defaults. `rank_segments` is k of the rank-based sampler (see
+    `SamplerChoice`); `rank_resort_updates` re-sorts its heap every that many updates (None: once
+    per memory size).
+    """
+
+    max_updates: int = 10_000_000
+    tolerance: float = TOLERANCE
+    proportional_exponent: float = 0.6
+    rank_exponent: float = 0.7
+    priority_epsilon: float = 0.01
+    rank_segments: int = 32
+    rank_resort_updates: int | None = None
+
+
+CONVERGED, CAPPED, STALLED = "converged", "capped", "stalled"
+# The oracle is stalled when its best update would lower the loss by less than this fraction.
+STALL_FRACTION = 1e-12
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: `updates` made until the MSE was below the tolerance (CONVERGED), or
+    until the cap (CAPPED), or until the oracle could no longer lower the loss (STALLED)."""
+
+    updates: int
+    status: str
+
+    @property
+    def converged(self) -> bool:
+        return self.status == CONVERGED
+
+
+def replay_uniform(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+    """Uniform replay through `UniformSampler`.
+
+    Draws are made in blocks: uniform draws ignore TD errors, so a block of B draws with
+    replacement is distributed exactly like B successive single draws, and the compiled loop
+    applies them one by one, stopping at convergence.
+    """
+    sampler = _filled(UniformSampler(len(learner.memory), rng), len(learner.memory))
+    made, block = 0, 4096
+    while made < settings.max_updates:
+        size = min(block, settings.max_updates - made)
+        indices, _ = sampler.sample(size)
+        converged_after = learner.replay_sequence(indices, settings.tolerance)
+        if converged_after is not None:
+            return Outcome(made + converged_after, CONVERGED)
+        made, block = made + size, min(2 * block, 1 << 20)
+    return Outcome(made, CAPPED)
+
+
+def replay_oracle(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+    """The hindsight oracle: each update uses the transition after whose update the global
+    loss (the MSE to Q*, which the oracle knows) is smallest.
+
+    Closed form over all candidates at once: updating a transition of pair c moves Q of pair j
+    by η δ_c K_cj with K = ΦΦᵀ, so the summed squared error becomes
+    Σ e² + 2 η δ_c (K e)_c + (η δ_c)² Σ_j K_cj². Copies of one pair in the memory are identical
+    transitions, so one representative per pair is an exact candidate set. `rng` is unused:
+    the oracle is deterministic given θ.
+
+    With function approximation every update also moves the shared action bias, and the
+    oracle can reach a θ where no single update lowers the loss: it then keeps choosing a
+    transition whose δ shrinks to 0, and θ stops moving for good. That run is STALLED.
+    """
+    memory = learner.memory
+    _, representatives = np.unique(memory.pair, return_index=True)
+    features = learner.features()
+    kernel = features[memory.pair[representatives]] @ features.T
+    spread = (kernel**2).sum(axis=1)
+    for made in range(1, settings.max_updates + 1):
+        errors = learner.q_values() - learner.q_true
+        steps = learner.step_size * learner.td_errors(representatives)
+        loss = errors @ errors
+        loss_after = loss + 2 * steps * (kernel @ errors) + steps**2 * spread
+        best = int(np.argmin(loss_after))
+        if loss - loss_after[best] <= STALL_FRACTION * loss:
+            return Outcome(made - 1, STALLED)
+        _, mse = learner.update(int(representatives[best]))
+        if mse < settings.tolerance:
+            return Outcome(made, CONVERGED)
+    return Outcome(settings.max_updates, CAPPED)
+
+
+class GreedyQueue:
+    """Greedy TD-error prioritization (Section 3.2): always replay the transition with the
+    largest last-seen |δ|.
+
+    A binary heap of (−|δ|, index), as the paper's priority queue. Unseen transitions have
+    priority +∞, so every transition is replayed once (in memory order) before any is
+    revisited. Only the replayed transition's priority changes, so the top entry is simply
+    replaced: the heap never holds a stale entry.
+    """
+
+    def __init__(self, size: int):
+        self._heap = [(-math.inf, index) for index in range(size)]  # sorted, hence a heap
+
+    def choose(self) -> int:
+        return self._heap[0][1]
+
+    def observe(self, index: int, td_error: float) -> None:
+        heapq.heapreplace(self._heap, (-abs(td_error), index))
+
+
+class SamplerChoice:
+    """One transition at a time from a project sampler, its priority updated after each update.
+
+    With `draws` = 1 this is one `sample(1)`. The rank-based sampler needs more: it spreads its
+    mass over k = batch_size segments of equal probability, so `sample(1)` is one segment
+    covering every rank, i.e. uniform. It is therefore asked for k stratified draws, and one of
+    them, chosen uniformly, is replayed: a single draw from its k-segment power law over ranks.
+    """
+
+    def __init__(self, sampler, rng: np.random.Generator, draws: int = 1,
+                 resort_updates: int | None = None):
+        self._sampler, self._rng, self._draws = sampler, rng, draws
+        self._resort_updates, self._updates = resort_updates, 0
+
+    def choose(self) -> int:
+        indices, _ = self._sampler.sample(self._draws)
+        return int(indices[0] if self._draws == 1 else indices[self._rng.integers(self._draws)])
+
+    def observe(self, index: int, td_error: float) -> None:
+        self._sampler.update(np.array([index]), np.array([td_error]))
+        self._updates += 1
+        if self._resort_updates and self._updates % self._resort_updates == 0:
+            self._sampler.resort()
+
+
+def replay_greedy(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+    return _replay_one_at_a_time(learner, GreedyQueue(len(learner.memory)), settings)
+
+
+def replay_proportional(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+    size = len(learner.memory)
+    sampler = ProportionalSampler(size, rng, priority_exponent=settings.proportional_exponent,
+                                  priority_epsilon=settings.priority_epsilon)
+    return _replay_one_at_a_time(learner, SamplerChoice(_filled(sampler, size), rng), settings)
+
+
+def replay_rank_based(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+    size = len(learner.memory)
+    sampler_rng, choice_rng = rng.spawn(2)
+    sampler = RankBasedSampler(size, sampler_rng, priority_exponent=settings.rank_exponent,
+                               priority_epsilon=settings.priority_epsilon)
+    choice = SamplerChoice(_filled(sampler, size), choice_rng, draws=settings.rank_segments,
+                           resort_updates=settings.rank_resort_updates or size)
+    return _replay_one_at_a_time(learner, choice, settings)
+
+
+def _filled(sampler, size: int):
+    """Adds memory slots 0..size−1 in order: each enters at the maximal priority."""
+    for index in range(size):
+        sampler.add(index)
+    return sampler
+
+
+def _replay_one_at_a_time(learner: QLearner, strategy, settings: ReplaySettings) -> Outcome:
+    """choose → update → observe(δ before the update, as Algorithm 1 stores it) → converged?"""
+    for made in range(1, settings.max_updates + 1):
+        index = strategy.choose()
+        td_error, mse = learner.update(index)
+        strategy.observe(index, td_error)
+        if mse < settings.tolerance:
+            return Outcome(made, CONVERGED)
+    return Outcome(settings.max_updates, CAPPED)
+
+
+STRATEGIES: dict[str, Callable[[QLearner, np.random.Generator, ReplaySettings], Outcome]] = {
+    "uniform": replay_uniform,
+    "oracle": replay_oracle,
+    "greedy": replay_greedy,
+    "proportional": replay_proportional,
+    "rank_based": replay_rank_based,
+}

@@ -1,0 +1,1 @@
+"""Reports over Hydra multirun sweeps of train.py: `python -m reporting MULTIRUN_DIR`."""

@@ -1,0 +1,84 @@
+"""The sweep's figures: learning curves per game (median and interquartile range over seeds,
+as the paper's Figure 8) and the learning-speed summary (Figure 4)."""
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
+
+from envs.games import resolve_game
+from reporting import curves
+from reporting.report import Group, Report
+
+# The paper's colours: black uniform, red rank-based, blue proportional.
+COLOURS = {"uniform": "black", "rank_based": "red", "proportional": "blue"}
+LABELS = {"uniform": "uniform (Double DQN)", "rank_based": "rank-based",
+          "proportional": "proportional"}
+
+
+def _colour(kind: str) -> str:
+    return COLOURS.get(kind, "grey")
+
+
+def plot_learning_curves(groups: Sequence[Group], bins: int, ylabel: str, path: Path) -> None:
+    """One game: each variant's median over seeds with its interquartile band; the no-op
+    human score dashed green."""
+    game = resolve_game(groups[0].game)
+    figure = Figure(figsize=(6, 4), dpi=100)
+    axes = figure.subplots()
+    for group in groups:
+        steps = curves.fractions(bins) * group.total_steps
+        low, median, high = curves.quartiles(group.curves)
+        label = f"{LABELS.get(group.kind, group.kind)} ({len(group.seeds)} seeds)"
+        axes.plot(steps, median, color=_colour(group.kind), label=label, linewidth=1.5)
+        axes.fill_between(steps, low, high, color=_colour(group.kind), alpha=0.2, linewidth=0)
+    axes.axhline(game.noop_human, color="green", linestyle="--", linewidth=1, label="human")
+    axes.set_title(game.name)
+    axes.set_xlabel("agent steps")
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def plot_learning_speed(report: Report, path: Path) -> None:
+    """Figure 4: median over games of the baseline-normalized best-so-far (left) and
+    mean-so-far (right) scores against the fraction of training, equivalence points dashed."""
+    figure = Figure(figsize=(10, 4), dpi=100)
+    panels = figure.subplots(1, 2, sharey=True)
+    x = 100 * curves.fractions(report.bins)
+    for axes, field, title in ((panels[0], "best", "maximum score so far"),
+                               (panels[1], "mean", "mean score so far")):
+        for speed in report.speeds:
+            curve = getattr(speed, f"{field}_so_far")
+            point = getattr(speed, f"{field}_equivalence")
+            axes.plot(x, 100 * curve, color=_colour(speed.kind),
+                      label=f"{LABELS.get(speed.kind, speed.kind)}"
+                      + (f" (100 % at {100 * point:.0f} %)" if point is not None else ""))
+            if point is not None and speed.kind != curves.UNIFORM:
+                axes.axvline(100 * point, color=_colour(speed.kind), linestyle="--", linewidth=1)
+        axes.axhline(100, color="grey", linewidth=0.8)
+        axes.set_title(f"{title} (median over {max(s.games for s in report.speeds)} games)",
+                       fontsize=10)
+        axes.set_xlabel("training (%)")
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+    panels[0].set_ylabel("baseline-normalized score (%)")
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def plot_all(report: Report, out: Path) -> list[str]:
+    """Writes every figure into `out`; returns their file names."""
+    names = []
+    ylabel = "test score (no-op starts)" if report.tag == "eval/score" else "training return"
+    for game in sorted({g.game for g in report.groups}):
+        name = f"learning_curves_{game}.png"
+        plot_learning_curves([g for g in report.groups if g.game == game], report.bins, ylabel,
+                             out / name)
+        names.append(name)
+    if report.speeds:
+        plot_learning_speed(report, out / "learning_speed.png")
+        names.append("learning_speed.png")
+    return names

@@ -1,0 +1,95 @@
+"""Finds the runs of a Hydra multirun directory and reads their TensorBoard curves.
+
+A run is a directory holding train.py's resolved `config.yaml` (game, replay kind, seed, total
+steps) and a `tensorboard/` directory of event files. The curve is the test evaluation
+(`eval/score`, logged against agent steps) when the sweep has one, else the training episode
+returns (`episode/return`), which are noisier and played with the training ε.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import (
+    SCALARS,
+    EventAccumulator,
+)
+
+from envs.games import resolve_game
+
+EVAL_TAG = "eval/score"
+EPISODE_TAG = "episode/return"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What config.yaml says about a run; `game` is the ROM id, whatever spelling was used."""
+
+    path: Path
+    game: str
+    kind: str
+    seed: int
+    total_steps: int
+
+
+@dataclass(frozen=True)
+class Run:
+    info: RunInfo
+    tag: str
+    steps: np.ndarray  # agent steps, increasing, one value each
+    values: np.ndarray
+
+
+def find_runs(root: Path) -> list[RunInfo]:
+    """Every run directory below `root` (or `root` itself), sorted by path."""
+    runs = []
+    for config_path in sorted(Path(root).rglob("config.yaml")):
+        if any(part.startswith(".") for part in config_path.relative_to(root).parts[:-1]):
+            continue  # .hydra/, .submitit/: Hydra's own records, not runs
+        config = OmegaConf.load(config_path)
+        if OmegaConf.select(config, "replay.kind") is None:
+            continue
+        runs.append(RunInfo(
+            path=config_path.parent,
+            game=resolve_game(str(config.env.game)).rom_id,
+            kind=str(config.replay.kind),
+            seed=int(config.seed),
+            total_steps=int(config.train.total_steps),
+        ))
+    return runs
+
+
+def read_scalars(tensorboard_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """tag -> (steps, values), sorted by step; a step logged twice (a resumed run repeating
+    a stretch) keeps its last value. A missing directory (a run that never logged) has none."""
+    if not tensorboard_dir.is_dir():
+        return {}
+    accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0})
+    accumulator.Reload()
+    curves = {}
+    for tag in accumulator.Tags()[SCALARS]:
+        latest = {event.step: event.value for event in accumulator.Scalars(tag)}
+        steps = np.array(sorted(latest), dtype=np.int64)
+        curves[tag] = (steps, np.array([latest[s] for s in steps], dtype=np.float64))
+    return curves
+
+
+def load_runs(infos: Sequence[RunInfo]) -> tuple[list[Run], list[str]]:
+    """(runs with a curve, notes on the runs left out).
+
+    The tag is chosen once for the whole sweep, so no plot mixes test scores with training
+    returns: `eval/score` if any run has it, else `episode/return`.
+    """
+    scalars = {info.path: read_scalars(info.path / "tensorboard") for info in infos}
+    has_eval = any(EVAL_TAG in curves for curves in scalars.values())
+    tag = EVAL_TAG if has_eval else EPISODE_TAG
+    runs, notes = [], []
+    for info in infos:
+        curve = scalars[info.path].get(tag)
+        if curve is None or curve[0].size == 0:
+            notes.append(f"{info.path}: no `{tag}` scalars, left out")
+            continue
+        runs.append(Run(info, tag, *curve))
+    return runs, notes

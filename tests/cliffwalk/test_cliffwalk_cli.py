@@ -1,0 +1,49 @@
+"""`python -m cliffwalk`: the csv, summary and figures it writes; --replot."""
+
+import math
+
+import pytest
+
+from cliffwalk.__main__ import main
+from cliffwalk.experiment import RunResult, read_results, summarize
+from cliffwalk.plots import markdown_table
+
+
+def test_cli_writes_csv_summary_and_figures(tmp_path):
+    main(["--max-n", "4", "--seeds", "2", "--jobs", "2", "--out", str(tmp_path)])
+    results = read_results(tmp_path / "cliffwalk.csv")
+    assert len(results) == 7 * 3 * 2  # default variants × n ∈ {2, 3, 4} × seeds
+    assert {r.transitions for r in results} == {6, 14, 30}
+    for name in ("figure1.png", "figure2.png"):
+        png = (tmp_path / name).read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) < 200_000
+    summary = (tmp_path / "cliffwalk_summary.md").read_text()
+    assert "| 4 | 30 |" in summary and "greedy TD-error" in summary
+    (tmp_path / "figure1.png").unlink()
+    main(["--replot", "--out", str(tmp_path)])
+    assert (tmp_path / "figure1.png").exists()
+
+
+def result(strategy: str, seed: int, updates: int, status: str = "converged") -> RunResult:
+    return RunResult("linear", strategy, 5, 62, seed, updates, status, 0.0, 0.5, 0, 0.1)
+
+
+def test_failed_runs_count_as_never_converging():
+    results = [
+        result("oracle", 0, 10),
+        result("oracle", 1, 30, "stalled"),
+        result("oracle", 2, 20),
+        result("uniform", 0, 5, "capped"),
+    ]
+    oracle, uniform = summarize(results)
+    assert (oracle.median, oracle.minimum, oracle.maximum) == (20, 10, math.inf)
+    assert (oracle.stalled, oracle.capped, uniform.capped) == (1, 0, 1)
+    assert math.isinf(uniform.median)
+    table = markdown_table([oracle, uniform], "linear", ["uniform", "oracle"])
+    assert "| 5 | 62 | ∞ [∞–∞] (1/1 capped) | 20 [10–∞] (1/3 stalled) |" in table
+
+
+def test_unknown_variant_is_a_one_line_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown variant 'linear/sorted'"):
+        main(["--variants", "linear/sorted", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
