@@ -96,6 +96,8 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
         "train.priority_histogram_period_steps=200",
         "replay.capacity=300",
         "env.max_episode_frames=400",
+        "evaluation.every_frames=800",
+        "evaluation.frames=400",
     )
     train.validate_config(cfg)
     parts = train.build(cfg)
@@ -128,6 +130,10 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
         "replay_stats/never_replayed_live_fraction",
     }
     assert expected <= tags
+    # The periodic test evaluation ran every 200 steps and kept the best and latest snapshots.
+    assert [e.step for e in events.Scalars("eval/score")] == [200, 400]
+    assert {"eval/normalized_score", "eval_vs_frames/score"} <= tags
+    assert (tmp_path / "agent_best.pt").exists() and (tmp_path / "agent_latest.pt").exists()
     assert [e.step for e in events.Scalars("train/epsilon")] == [100, 200, 300, 400]
     # Episodes are capped at 400 frames = 100 agent steps: four of them in 400 steps.
     assert len(events.Scalars("episode/return")) >= 3
@@ -136,3 +142,5 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
         events.Tags()["images"]
     )
     assert (tmp_path / "agent_final.pt").exists()
+    hparams = EventAccumulator(str(tmp_path / "tensorboard" / "hparams")).Reload()
+    assert {"hparams/final_return", "hparams/best_eval_score"} <= set(hparams.Tags()["scalars"])

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
 from envs.atari import capture_env_state, restore_env_state
 from envs.frame_stack import FrameStack
+from evaluation.protocols import evaluate_noop
+from evaluation.snapshot import save_agent_snapshot
 from replay.buffer import ReplayBuffer
 from training.checkpoints import CheckpointStore
 from training.figures import replay_rate_figure, sorted_td_errors_figure
@@ -74,6 +76,7 @@ class Training:
         self.checkpoints, self.stop = checkpoints, stop
         self.step = 0
         self.episode_return = 0.0
+        self.best_score = -math.inf
 
     def start(self, checkpoint: dict | None) -> None:
         """Reset the env for step 1, or restore a checkpoint's exact moment."""
@@ -104,12 +107,15 @@ class Training:
                     self.parts.agent.sync_target()
                 if self.step % t.log_period_steps == 0 or self.step == t.total_steps:
                     self._log()
+                if self.step % self.evaluation_period_steps == 0:
+                    self._evaluate()
                 if self.step % self.cfg.checkpoint.every_steps == 0:
                     self.save_checkpoint()
             if self.step % self.cfg.checkpoint.every_steps:
                 self.save_checkpoint()
             if self.step == t.total_steps:
                 torch.save(self.parts.agent.state_dict(), self.run_dir / "agent_final.pt")
+                self._log_hyperparameters()
         finally:
             self.progress.close()
         return self.stop.signal
@@ -155,6 +161,52 @@ class Training:
     def importance_exponent(self) -> float:
         r = self.cfg.replay
         return self._schedule(r.importance_exponent, r.importance_exponent_final)
+
+    @property
+    def evaluation_period_steps(self) -> int:
+        return self.cfg.evaluation.every_frames // self.cfg.env.frame_skip
+
+    def _evaluate(self) -> None:
+        """The paper's periodic test: ε-greedy play from no-op starts for a budget of frames.
+        Keeps the latest snapshot and the best one (what the human-starts protocol scores)."""
+        cfg, agent = self.cfg, self.parts.agent
+        result = evaluate_noop(
+            agent,
+            dict(cfg.env),
+            rng=self.parts.rngs["evaluation"],
+            epsilon=cfg.evaluation.epsilon,
+            max_frames=cfg.evaluation.frames,
+        )
+        frames = self.step * cfg.env.frame_skip
+        for name, value in result.summary(cfg.env.game, "noop").items():
+            self.progress.writer.add_scalar(f"eval/{name}", value, self.step)
+            self.progress.writer.add_scalar(f"eval_vs_frames/{name}", value, frames)
+        snapshot = dict(game=cfg.env.game, step=self.step, frames=frames, score=result.mean)
+        save_agent_snapshot(self.run_dir / "agent_latest.pt", agent, **snapshot)
+        if result.mean > self.best_score:
+            self.best_score = result.mean
+            save_agent_snapshot(self.run_dir / "agent_best.pt", agent, **snapshot)
+
+    # What a sweep varies, shown against the results in TensorBoard's HPARAMS view.
+    HYPERPARAMETERS = (
+        "env.game",
+        "replay.kind",
+        "replay.priority_exponent",
+        "replay.importance_exponent",
+        "agent.learning_rate",
+        "seed",
+    )
+
+    def _log_hyperparameters(self) -> None:
+        values = {key: OmegaConf.select(self.cfg, key) for key in self.HYPERPARAMETERS}
+        metrics = {"hparams/final_return": float(np.mean(self.progress.returns or [np.nan]))}
+        if math.isfinite(self.best_score):
+            metrics["hparams/best_eval_score"] = self.best_score
+        self.progress.writer.add_hparams(
+            {key: value for key, value in values.items() if value is not None},
+            metrics,
+            run_name="hparams",
+        )
 
     def _log(self) -> None:
         r, replay = self.cfg.replay, self.parts.replay
@@ -203,12 +255,14 @@ class Training:
             "replay": parts.replay.state_dict(),
             "rngs": {name: rng.bit_generator.state for name, rng in parts.rngs.items()},
             "progress": self.progress.state_dict(),
+            "best_score": self.best_score,
         }
 
     def load_state_dict(self, state: dict) -> None:
         parts = self.parts
         self.step = int(state["step"])
         self.episode_return = float(state["episode_return"])
+        self.best_score = float(state["best_score"])
         parts.frame_stack.load(state["acting_state"])
         restore_env_state(parts.env, state["env"])
         parts.agent.load_state_dict(state["agent"])
