@@ -8,9 +8,13 @@
 This file validates the config and builds the components; `training.loop` runs them.
 """
 
+import math
 import signal
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 import numpy as np
@@ -22,70 +26,138 @@ from agents.double_dqn import DoubleDQN, resolve_device
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
-from replay.buffer import ReplayBuffer
+from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priorities import WEIGHT_NORMALIZATIONS
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
 from replay.sampler import Sampler, UniformSampler
 from replay.storage import FrameStorage
-from training.checkpoints import CheckpointError, CheckpointStore
-from training.loop import Components, StopRequest, Training
+from training.checkpoints import CheckpointError, CheckpointStore, write_atomically
+from training.loop import Components, NonFiniteLearning, StopRequest, Training
 
 # `hydra.run.dir` is the resumed run's directory when `resume` is set.
 OmegaConf.register_new_resolver(
     "or_else", lambda value, default: default if value is None else value
 )
 
+# Hydra creates the run directory before `main` runs; see `_remove_created_directories`.
+_STARTED_NS = time.time_ns()
+
 REPLAY_KINDS = ("uniform", "proportional", "rank_based")
+POSITIVE_INTEGERS = (
+    "train.total_steps",
+    "train.batch_size",
+    "train.update_period_steps",
+    "train.target_update_period_steps",
+    "train.log_period_steps",
+    "train.priority_histogram_period_steps",
+    "checkpoint.every_steps",
+    "agent.history_length",
+    "env.frame_skip",
+)
+NON_NEGATIVE_INTEGERS = (
+    "seed",
+    "train.epsilon_decay_steps",
+    "env.noop_max",
+    "env.max_episode_frames",
+)
+FRACTIONS = (
+    "train.epsilon_start",
+    "train.epsilon_final",
+    "replay.importance_exponent",
+    "replay.importance_exponent_final",
+    "agent.discount",
+    "env.repeat_action_probability",
+)
+POSITIVE_NUMBERS = (
+    "train.reward_clip",
+    "agent.learning_rate",
+    "agent.rmsprop_epsilon",
+    "agent.td_error_clip",
+)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return (_integer(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def _positive_integer(value) -> bool:
+    return _integer(value) and value > 0
+
+
+def _non_negative_integer(value) -> bool:
+    return _integer(value) and value >= 0
+
+
+def _fraction(value) -> bool:
+    return _number(value) and 0 <= value <= 1
+
+
+def _positive_number(value) -> bool:
+    return _number(value) and value > 0
+
+
+def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
+    """(key, what is allowed, test of the value) in checking order; a test may rely on the
+    keys checked before it."""
+    t, kind = cfg.train, cfg.replay.kind
+    rules = [("replay.kind", f"one of {', '.join(REPLAY_KINDS)}", lambda v: v in REPLAY_KINDS)]
+    rules += [(key, "a positive integer", _positive_integer) for key in POSITIVE_INTEGERS]
+    rules += [(key, "an integer >= 0", _non_negative_integer) for key in NON_NEGATIVE_INTEGERS]
+    rules += [(key, "in [0, 1]", _fraction) for key in FRACTIONS]
+    rules += [(key, "a number > 0", _positive_number) for key in POSITIVE_NUMBERS]
+    rules += [
+        (
+            "replay.capacity",
+            "at least train.batch_size and agent.history_length + 2, an integer",
+            lambda v: _integer(v) and v >= max(t.batch_size, cfg.agent.history_length + 2),
+        ),
+        (
+            "train.learning_start_steps",
+            "at least train.batch_size, an integer",
+            lambda v: _integer(v) and v >= t.batch_size,
+        ),
+        (
+            "checkpoint.keep",
+            "an integer >= 2 (a complete checkpoint must survive a failed save)",
+            lambda v: _integer(v) and v >= 2,
+        ),
+        (
+            "replay.weight_normalization",
+            f"one of {', '.join(WEIGHT_NORMALIZATIONS)}",
+            lambda v: v in WEIGHT_NORMALIZATIONS,
+        ),
+        ("agent.rmsprop_decay", "in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
+        ("env.screen_size", "84, the Nature network's input", lambda v: _integer(v) and v == 84),
+        ("env.full_action_space", "true or false", lambda v: isinstance(v, bool)),
+        ("env.game", "a game name", lambda v: isinstance(v, str)),
+        ("agent.device", "a device name", lambda v: isinstance(v, str)),
+    ]
+    if kind != "uniform":
+        rules += [
+            ("replay.priority_exponent", ">= 0", lambda v: _number(v) and v >= 0),
+            (
+                "replay.priority_exponent_final",
+                "null or >= 0",
+                lambda v: v is None or _number(v) and v >= 0,
+            ),
+            ("replay.priority_epsilon", "> 0", _positive_number),
+        ]
+    if kind == "rank_based":
+        rules.append(("replay.resort_period", "a positive integer", _positive_integer))
+    return rules
 
 
 def validate_config(cfg: DictConfig) -> None:
     """Reject bad settings with one line naming the key, before anything is allocated."""
-    train, replay = cfg.train, cfg.replay
-    if replay.kind not in REPLAY_KINDS:
-        raise ValueError(
-            f"replay.kind={replay.kind} is not allowed: must be one of {', '.join(REPLAY_KINDS)}"
-        )
-    checks = [
-        (replay.capacity >= train.batch_size, "replay.capacity", "at least train.batch_size"),
-        (
-            train.learning_start_steps >= train.batch_size,
-            "train.learning_start_steps",
-            "at least train.batch_size",
-        ),
-        (train.batch_size > 0, "train.batch_size", "a positive integer"),
-        (train.total_steps > 0, "train.total_steps", "a positive integer"),
-        (train.update_period_steps > 0, "train.update_period_steps", "a positive integer"),
-        (
-            train.target_update_period_steps > 0,
-            "train.target_update_period_steps",
-            "a positive integer",
-        ),
-        (train.log_period_steps > 0, "train.log_period_steps", "a positive integer"),
-        (cfg.checkpoint.every_steps > 0, "checkpoint.every_steps", "a positive integer"),
-        (cfg.checkpoint.keep > 0, "checkpoint.keep", "a positive integer"),
-        (0.0 <= train.epsilon_start <= 1.0, "train.epsilon_start", "in [0, 1]"),
-        (0.0 <= train.epsilon_final <= 1.0, "train.epsilon_final", "in [0, 1]"),
-        (
-            replay.weight_normalization in WEIGHT_NORMALIZATIONS,
-            "replay.weight_normalization",
-            f"one of {', '.join(WEIGHT_NORMALIZATIONS)}",
-        ),
-        (0.0 <= replay.importance_exponent <= 1.0, "replay.importance_exponent", "in [0, 1]"),
-        (
-            0.0 <= replay.importance_exponent_final <= 1.0,
-            "replay.importance_exponent_final",
-            "in [0, 1]",
-        ),
-    ]
-    if replay.kind != "uniform":
-        checks.append((replay.priority_exponent >= 0, "replay.priority_exponent", ">= 0"))
-        checks.append((replay.priority_epsilon > 0, "replay.priority_epsilon", "> 0"))
-    for ok, key, allowed in checks:
-        if not ok:
-            raise ValueError(
-                f"{key}={OmegaConf.select(cfg, key)} is not allowed: must be {allowed}"
-            )
+    for key, allowed, test in _rules(cfg):
+        value = OmegaConf.select(cfg, key)
+        if not test(value):
+            raise ValueError(f"{key}={value} is not allowed: must be {allowed}")
     resolve_game(cfg.env.game)
     resolve_device(cfg.agent.device)
 
@@ -103,11 +175,13 @@ def build_sampler(replay: DictConfig, rng: np.random.Generator) -> Sampler:
 
 def build(cfg: DictConfig) -> Components:
     """Construct every component from the config with plain constructor calls."""
-    agent_seed, sampler_seed, env_seed = np.random.SeedSequence(cfg.seed).generate_state(3)
+    seeds = np.random.SeedSequence(cfg.seed).generate_state(4)
+    agent_seed, sampler_seed, env_seed, evaluation_seed = seeds
     torch.manual_seed(cfg.seed)
     rngs = {
         "agent": np.random.default_rng(agent_seed),
         "sampler": np.random.default_rng(sampler_seed),
+        "evaluation": np.random.default_rng(evaluation_seed),
     }
     env = make_env(seed=int(env_seed), **cfg.env)
     agent = DoubleDQN(env.action_space.n, rng=rngs["agent"], **cfg.agent)
@@ -131,7 +205,7 @@ def claim_run_directory(run_dir: Path, cfg: DictConfig) -> None:
     path = run_dir / "config.yaml"
     if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(OmegaConf.to_yaml(resolved))
+        write_atomically(path, OmegaConf.to_yaml(resolved).encode())
         return
     existing = OmegaConf.to_container(OmegaConf.load(path))
     existing.pop("resume", None)
@@ -164,6 +238,12 @@ def run_config(cfg: DictConfig) -> DictConfig:
     path = Path(cfg.resume) / "config.yaml"
     if not path.is_file():
         raise RunDirectoryError(f"resume={cfg.resume} is not a run directory: no {path.name}")
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if run_dir.resolve() != path.parent.resolve():
+        raise RunDirectoryError(
+            f"resume={cfg.resume} with hydra.run.dir={run_dir} is not allowed: a resumed run "
+            "continues in its own directory"
+        )
     stored = OmegaConf.load(path)
     for override in HydraConfig.get().overrides.task:
         key = override.split("=", 1)[0].lstrip("+~")
@@ -178,6 +258,27 @@ def run_config(cfg: DictConfig) -> DictConfig:
     return stored
 
 
+def _remove_created_directories(run_dir: Path) -> None:
+    """Undo Hydra's `mkdir -p` of the run directory for a refused run: remove it and then its
+    parents while they are empty and were modified after this process started. A directory
+    made before the command stays; an empty parent that existed before goes too (creating the
+    run directory in it changed its time)."""
+    directory = run_dir.absolute()
+    while directory != directory.parent:
+        try:
+            if directory.stat().st_mtime_ns < _STARTED_NS or any(directory.iterdir()):
+                return
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
+
+
+def _fail(error: Exception, status: int) -> NoReturn:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(status)
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -188,15 +289,17 @@ def main(cfg: DictConfig) -> None:
         checkpoints = CheckpointStore(run_dir / "checkpoints", cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
     except (ValueError, CheckpointError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    parts = build(cfg)
+        _remove_created_directories(run_dir)
+        _fail(error, 2)
     stop = StopRequest()
-    stop.install()
+    stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
+    parts = build(cfg)
     training = Training(parts, cfg, run_dir, checkpoints, stop)
     try:
         training.start(checkpoint)
         stopped_by = training.run()
+    except (CheckpointError, NonFiniteLearning, NonFiniteTDErrors) as error:
+        _fail(error, 1)
     finally:
         parts.env.close()
     if stopped_by is not None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import ale_py
 import gymnasium as gym
+import numpy as np
 from gymnasium.wrappers import AtariPreprocessing
 
 from envs.games import resolve_game
@@ -126,10 +127,12 @@ class _EpisodeInfo(gym.Wrapper):
 
 def capture_env_state(env: gym.Env) -> dict[str, Any]:
     """Everything needed to continue an env made by `make_env` exactly from this moment: the
-    emulator (with its random generator), the env's no-op generator and the wrappers' counters.
-    Plain data: bytes, ints and bools."""
+    emulator (with its random generator), the env's no-op generator, the wrappers' counters and
+    the max-pooling buffer (a step that ends the game in the middle of its frame skip returns
+    a max over frames of the step before). Plain data: bytes, ints, bools and a uint8 array."""
     preprocessing = _preprocessing(env)
     return {
+        "obs_buffer": np.stack(preprocessing.obs_buffer),
         "ale": env.unwrapped.ale.cloneState(include_rng=True).serialize(),
         "np_random": env.unwrapped.np_random.bit_generator.state,
         "lives": env._lives,
@@ -148,6 +151,8 @@ def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
     preprocessing = _preprocessing(env)
     preprocessing.lives = int(state["preprocessing_lives"])
     preprocessing.game_over = bool(state["preprocessing_game_over"])
+    for buffer, saved in zip(preprocessing.obs_buffer, state["obs_buffer"], strict=True):
+        buffer[...] = saved
 
 
 def _preprocessing(env: gym.Env) -> AtariPreprocessing:

@@ -1,11 +1,12 @@
 """Crash-safe checkpoints of a whole training run, replay memory included.
 
-A checkpoint is a state file (`state-<step>-frames<m>.pt`: networks, optimizer, counters, generators,
-sampler, replay metadata — everything but the frames) plus one on-disk copy of the replay's
-frames (`frames-<m>.bin`). There are as many frame copies as kept checkpoints; each checkpoint
-brings the copy of the oldest one up to date by writing only the slots written since that copy
-was last synced, straight from the live array (no second in-memory copy), so a full 7 GB memory
-costs a few hundred MB of writes per checkpoint, not 7 GB.
+A checkpoint is a state file (`state-<step>-frames<m>.pt`: networks, optimizer, counters,
+generators, sampler, replay metadata — everything but the frames) plus one on-disk copy of the
+replay's frames (`frames-<m>.bin`). There are as many frame copies as kept checkpoints; each
+checkpoint brings the copy of the oldest one up to date by writing only the slots written since
+that copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight
+from the live array (no second in-memory copy): with the paper's settings (1M slots, a
+checkpoint every 250k steps, keep 2) about half of the 7 GB per checkpoint, never a RAM copy.
 
 Invariants that make it crash-safe:
 - a state file exists only complete: written to a temporary name, fsynced, renamed;
@@ -13,13 +14,20 @@ Invariants that make it crash-safe:
   made, and the copy's sidecar (`frames-<m>.json`) records the count it holds now; they match
   exactly when the copy belongs to that state file. A copy is only rewritten after the state
   file that used it was deleted, and its sidecar is removed before the first byte changes.
+- a copy is only synced incrementally when it is known to hold this run's history (it belongs
+  to a state file present when the store was opened, or this process synced it); any other
+  copy is rewritten in full, since it may hold a timeline that was abandoned.
 So whatever moment a process is killed at, or a write fails at, every state file still present
-either loads with its exact frames or is detected as unusable.
+either loads with its exact frames or is detected as unusable. With `keep` >= 2 one complete
+checkpoint always survives a failed save; with `keep` = 1 the old one is gone before the new
+one is complete.
 """
 
+import io
 import json
 import os
 import re
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -43,23 +51,42 @@ def _fsync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
-def write_atomically(path: Path, write) -> None:
-    """Call `write(file)` on a temporary file, fsync it and rename it onto `path`."""
+def _write_all(descriptor: int, data, offset: int | None = None) -> None:
+    """Write every byte of `data` (at `offset` with pwrite, else at the file position), in
+    chunks; a short write, as on a filling disk, is continued until the OS raises."""
+    view = memoryview(data).cast("B")
+    written = 0
+    while written < len(view):
+        chunk = view[written : written + _CHUNK_BYTES]
+        if offset is None:
+            written += os.write(descriptor, chunk)
+        else:
+            written += os.pwrite(descriptor, chunk, offset + written)
+
+
+def write_atomically(path: Path, data) -> None:
+    """Write the bytes `data` to a temporary file, fsync it and rename it onto `path`."""
     temporary = path.with_name(f".{path.name}.tmp")
     try:
-        with open(temporary, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(descriptor, data)
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
     _fsync_directory(path.parent)
 
 
+_PLAIN = (bool, int, float, str, type(None))
+
+
 def to_tensors(value):
-    """Nested numpy arrays and bytes become tagged tensors, so `torch.load(weights_only=True)`
-    reads them back; tensors stay tensors."""
+    """Nested numpy arrays and bytes become tagged tensors and numpy scalars Python numbers, so
+    `torch.load(weights_only=True)` reads them back; tensors and plain values stay. Anything
+    else is a TypeError here, rather than a checkpoint that cannot be loaded."""
     if isinstance(value, dict):
         return {key: to_tensors(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
@@ -68,7 +95,11 @@ def to_tensors(value):
         return {"__numpy__": torch.from_numpy(np.ascontiguousarray(value))}
     if isinstance(value, bytes):
         return {"__bytes__": torch.frombuffer(bytearray(value), dtype=torch.uint8)}
-    return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, torch.Tensor) or type(value) in _PLAIN:
+        return value
+    raise TypeError(f"a checkpoint cannot hold a {type(value).__name__}: {value!r:.80}")
 
 
 def to_numpy(value):
@@ -96,6 +127,15 @@ class CheckpointStore:
             raise ValueError(f"checkpoint.keep={keep} is not allowed: must be at least 1")
         self.directory = Path(directory)
         self.keep = keep
+        # Frame copies known to hold this run's own history: those of the state files found
+        # first, and those this process synced. Any other copy (an orphan of a killed save, or
+        # of a checkpoint deleted by hand) may hold another timeline and is rewritten in full.
+        self._trusted: set[int] | None = None
+
+    def _trusted_copies(self) -> set[int]:
+        if self._trusted is None:
+            self._trusted = {_frames_copy(p) for p in self.state_files()}
+        return self._trusted
 
     def state_files(self) -> list[Path]:
         """Complete state files, oldest first."""
@@ -116,17 +156,42 @@ class CheckpointStore:
             return None
 
     def save(self, step: int, state: dict, frames: np.ndarray, frames_written: int) -> Path:
-        """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        existing = self.state_files()
-        used = {_frames_copy(p) for p in existing}
-        copy = min(set(range(self.keep)) - used, default=None)
-        if copy is None:
-            copy = _frames_copy(existing[0])
-            existing[0].unlink()
-            _fsync_directory(self.directory)
-        self._sync_frames(copy, frames, frames_written)
-        payload = {
+        """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count.
+
+        Raises a one-line `CheckpointError` if the disk refuses a write (full, read-only, ...);
+        the checkpoints written before stay complete and loadable.
+        """
+        path = self.directory / f"state-{step:012d}-frames?.pt"
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            trusted = self._trusted_copies()
+            existing = self.state_files()
+            used = {_frames_copy(p) for p in existing}
+            free = set(range(self.keep)) - used
+            copy = min(free) if free else _frames_copy(existing[0])
+            path = self.directory / f"state-{step:012d}-frames{copy}.pt"
+            # Serialized in memory first (~100 MB at full size: all but the frames), before any
+            # file changes; torch.save into the file would turn a full disk into an opaque
+            # RuntimeError.
+            serialized = io.BytesIO()
+            torch.save(self._payload(step, state, copy, frames, frames_written), serialized)
+            if copy in used:
+                existing[0].unlink()
+                _fsync_directory(self.directory)
+            self._sync_frames(copy, frames, frames_written, incremental=copy in trusted)
+            trusted.add(copy)
+            write_atomically(path, serialized.getbuffer())
+        except OSError as error:
+            files = self.state_files()
+            kept = "no earlier one exists"
+            if files:
+                kept = f"{files[-1].name} is the newest complete one"
+            raise CheckpointError(f"could not write checkpoint {path}: {error}; {kept}") from None
+        return path
+
+    @staticmethod
+    def _payload(step, state, copy, frames: np.ndarray, frames_written: int) -> dict:
+        return {
             "format": FORMAT,
             "version": VERSION,
             "step": step,
@@ -135,13 +200,12 @@ class CheckpointStore:
             "frames_shape": list(frames.shape),
             "state": to_tensors(state),
         }
-        path = self.directory / f"state-{step:012d}-frames{copy}.pt"
-        write_atomically(path, lambda file: torch.save(payload, file))
-        return path
 
-    def _sync_frames(self, copy: int, frames: np.ndarray, frames_written: int) -> None:
+    def _sync_frames(
+        self, copy: int, frames: np.ndarray, frames_written: int, incremental: bool
+    ) -> None:
         capacity = len(frames)
-        synced = self._synced_count(copy)
+        synced = self._synced_count(copy) if incremental else None
         self._sidecar_path(copy).unlink(missing_ok=True)
         _fsync_directory(self.directory)
         if synced is None or not 0 <= frames_written - synced < capacity:
@@ -157,18 +221,19 @@ class CheckpointStore:
         try:
             os.ftruncate(descriptor, frames.nbytes)
             for first, last in ranges:
-                flat = memoryview(frames[first:last].reshape(-1))
-                for offset in range(0, len(flat), _CHUNK_BYTES):
-                    chunk = flat[offset : offset + _CHUNK_BYTES]
-                    os.pwrite(descriptor, chunk, first * slot_bytes + offset)
+                _write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
         sidecar = json.dumps({"frames_written": frames_written}).encode()
-        write_atomically(self._sidecar_path(copy), lambda file: file.write(sidecar))
+        write_atomically(self._sidecar_path(copy), sidecar)
 
     def _read(self, path: Path) -> dict:
         try:
+            with zipfile.ZipFile(path) as archive:  # torch.load does not check the CRCs
+                damaged = archive.testzip()
+            if damaged is not None:
+                raise zipfile.BadZipFile(f"bad CRC-32 for {damaged}")
             payload = torch.load(path, weights_only=True, map_location="cpu")
         except Exception as error:  # torch raises many types for a damaged file
             raise CheckpointError(
@@ -196,6 +261,13 @@ class CheckpointStore:
                 f"checkpoint {path}: its replay frames were changed after it was written; "
                 "delete it to resume from the one before"
             )
+        frames = self._frames_path(payload["frames_copy"])
+        size = frames.stat().st_size if frames.is_file() else 0
+        if size != np.prod(payload["frames_shape"]):
+            raise CheckpointError(
+                f"checkpoint {path}: its replay frames {frames.name} are missing or truncated "
+                f"({size} bytes); delete it to resume from the one before"
+            )
         payload["path"] = path
         payload["state"] = to_numpy(payload["state"])
         return payload
@@ -207,9 +279,13 @@ class CheckpointStore:
                 f"checkpoint {payload['path']} holds frames of shape "
                 f"{tuple(payload['frames_shape'])}; the configured replay has {frames_out.shape}"
             )
-        with open(self._frames_path(payload["frames_copy"]), "rb") as file:
-            view = memoryview(frames_out.reshape(-1))
-            for offset in range(0, len(view), _CHUNK_BYTES):
-                chunk = view[offset : offset + _CHUNK_BYTES]
-                if file.readinto(chunk) != len(chunk):
-                    raise CheckpointError(f"replay frames {file.name} are truncated")
+        path = self._frames_path(payload["frames_copy"])
+        try:
+            with open(path, "rb") as file:
+                view = memoryview(frames_out.reshape(-1))
+                for offset in range(0, len(view), _CHUNK_BYTES):
+                    chunk = view[offset : offset + _CHUNK_BYTES]
+                    if file.readinto(chunk) != len(chunk):
+                        raise CheckpointError(f"replay frames {path} are truncated")
+        except OSError as error:
+            raise CheckpointError(f"replay frames {path} cannot be read: {error}") from None

@@ -1,5 +1,6 @@
 """TensorBoard scalars and the console progress bar of a training run."""
 
+import os
 import time
 from collections import deque
 from pathlib import Path
@@ -8,17 +9,27 @@ import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+EVENT_FILES = "events.out.tfevents.*"
+
 
 class Progress:
     """Logs episodes as they end and averages learning statistics over each log period.
 
     Everything but the clock is in `state_dict`, so a resumed run continues its curves with
-    the same values; the writer purges events a killed run wrote after its last checkpoint.
+    the same values. `state_dict` flushes the event files and records their sizes; resuming
+    (`load_state_dict`) cuts them back to those sizes and deletes newer ones, so the events a
+    killed run wrote after its last checkpoint disappear from every tag, whatever its x-axis
+    (TensorBoard's own `purge_step` purges by step number, which would also delete the
+    `episode_vs_frames/*` points, logged at step x frame_skip, before the checkpoint). A fresh
+    start (`start_step` 0) deletes the event files of an attempt killed before its first
+    checkpoint. The writer is created on first use, after that clean-up.
     """
 
     def __init__(self, run_dir: Path, total_steps: int, frame_skip: int, start_step: int = 0):
-        purge_step = start_step + 1 if start_step else None
-        self.writer = SummaryWriter(str(run_dir / "tensorboard"), purge_step=purge_step)
+        self.directory = run_dir / "tensorboard"
+        self._writer: SummaryWriter | None = None
+        if start_step == 0:
+            self._cut_event_files({})
         self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
         self.frame_skip = frame_skip
         self.returns: deque[float] = deque(maxlen=10)
@@ -28,6 +39,22 @@ class Progress:
         self._clock, self._period_start = time.perf_counter(), step
         self._sums = {"loss": 0.0, "mean_q": 0.0, "mean_abs_td_error": 0.0, "mean_weight": 0.0}
         self._max_weight, self._updates = 0.0, 0
+
+    @property
+    def writer(self) -> SummaryWriter:
+        if self._writer is None:
+            self._writer = SummaryWriter(str(self.directory))
+        return self._writer
+
+    def _cut_event_files(self, sizes: dict[str, int]) -> None:
+        """Truncate each event file to its size in `sizes`; delete those not in it."""
+        if self._writer is not None:
+            raise RuntimeError("Progress.load_state_dict must come before anything is logged")
+        for path in self.directory.glob(EVENT_FILES):
+            if path.name in sizes:
+                os.truncate(path, min(int(sizes[path.name]), path.stat().st_size))
+            else:
+                path.unlink()
 
     def learned(self, stats, weights: np.ndarray) -> None:
         self._sums["loss"] += stats.loss
@@ -65,7 +92,10 @@ class Progress:
         self._start_period(step)
 
     def state_dict(self) -> dict:
+        """Flushes the writer first: every event logged so far is on disk, whole."""
+        self.writer.flush()
         return {
+            "event_files": {p.name: p.stat().st_size for p in self.directory.glob(EVENT_FILES)},
             "returns": list(self.returns),
             "period_start": self._period_start,
             "sums": dict(self._sums),
@@ -74,6 +104,7 @@ class Progress:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        self._cut_event_files(state["event_files"])
         self.returns.extend(float(value) for value in state["returns"])
         self._period_start = int(state["period_start"])
         self._sums = {name: float(value) for name, value in state["sums"].items()}
@@ -82,5 +113,6 @@ class Progress:
         self.bar.n = self._period_start
 
     def close(self) -> None:
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.close()
         self.bar.close()

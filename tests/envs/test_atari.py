@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from envs.atari import make_env
+from envs.atari import capture_env_state, make_env, restore_env_state
 
 NOOP = 0
 
@@ -169,3 +169,24 @@ def test_ale_state_restore_is_exact_and_restores_the_frame_count():
 def test_unknown_game_is_a_value_error():
     with pytest.raises(ValueError, match="unknown game 'brekout'"):
         make_env("brekout", seed=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_captured_state_continues_exactly_into_a_game_over_mid_skip(seed):
+    """A step that ends the game early in its frame skip returns a max over the frames of the
+    step before, so the max-pooling buffer is part of the captured state."""
+    env, rng = make_env("breakout", seed=seed), np.random.default_rng(seed)
+    env.reset()
+    while True:
+        state, action = capture_env_state(env), int(rng.integers(4))
+        frames_before = env.unwrapped.ale.getEpisodeFrameNumber()
+        obs, reward, terminated, truncated, info = env.step(action)
+        if terminated:
+            break
+    assert env.unwrapped.ale.getEpisodeFrameNumber() - frames_before < 4  # ended mid-skip
+    resumed = make_env("breakout", seed=seed)
+    resumed.reset(seed=seed)  # as a resumed run does before restoring
+    restore_env_state(resumed, state)
+    obs_2, reward_2, terminated_2, truncated_2, info_2 = resumed.step(action)
+    np.testing.assert_array_equal(obs_2, obs)
+    assert (reward_2, terminated_2, truncated_2, info_2) == (reward, terminated, truncated, info)

@@ -174,26 +174,6 @@ def test_changing_alpha_rebuilds_leaves_from_raw_priorities():
     assert_tree_consistent(sampler._tree)
 
 
-def test_state_round_trip_continues_identically():
-    rng = np.random.default_rng(21)
-    original = filled(50, rng.normal(size=40), seed=22)
-    original.sample(8)
-    state, rng_state = original.state_dict(), original._rng.bit_generator.state
-    restored = ProportionalSampler(50, np.random.default_rng(999), priority_exponent=0.1)
-    restored.load_state_dict(state)
-    restored._rng.bit_generator.state = rng_state
-    for step in range(30):
-        a, pa = original.sample(16)
-        b, pb = restored.sample(16)
-        np.testing.assert_array_equal(a, b)
-        np.testing.assert_array_equal(pa, pb)
-        errors = rng.normal(size=16)
-        original.update(a, errors)
-        restored.update(b, errors)
-        for sampler in (original, restored):
-            sampler.remove(step) if step < 40 else sampler.add(step)
-
-
 def test_stale_or_bad_updates_are_refused_without_writing():
     sampler = filled(5, np.zeros(3))
     before = sampler.state_dict()

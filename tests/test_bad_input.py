@@ -1,0 +1,230 @@
+"""Bad input through the real command line: a non-zero exit, one line on stderr naming the key
+or file and what is allowed, and nothing on disk changed: no run directory is created, and an
+existing run's files stay byte-identical."""
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from training.checkpoints import CheckpointStore
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+RUN = [  # a finished 12-step run with checkpoints at steps 10 and 12
+    "experiment=demo",
+    "env.game=breakout",
+    "agent.device=cpu",
+    "train.total_steps=12",
+    "train.batch_size=8",
+    "train.learning_start_steps=8",
+    "replay.capacity=64",
+    "checkpoint.every_steps=5",
+    "train.log_period_steps=5",
+]
+NEW = "{tmp}/new/run"  # a run directory that must not come to exist
+
+# id: (command-line arguments, the one line expected on stderr); {tmp} is the case's directory,
+# {run} an existing run directory, {state} its newest state file.
+CASES = {
+    "negative alpha": (
+        ["replay=proportional", "replay.priority_exponent=-1", f"hydra.run.dir={NEW}"],
+        "replay.priority_exponent=-1 is not allowed: must be >= 0",
+    ),
+    "beta0 above 1": (
+        ["replay=proportional", "replay.importance_exponent=1.5", f"hydra.run.dir={NEW}"],
+        "replay.importance_exponent=1.5 is not allowed: must be in [0, 1]",
+    ),
+    "capacity below batch": (
+        ["replay.capacity=16", f"hydra.run.dir={NEW}"],
+        "replay.capacity=16 is not allowed: must be at least train.batch_size and "
+        "agent.history_length + 2, an integer",
+    ),
+    "learning start below batch": (
+        ["train.learning_start_steps=8", f"hydra.run.dir={NEW}"],
+        "train.learning_start_steps=8 is not allowed: must be at least train.batch_size, an "
+        "integer",
+    ),
+    "negative target period": (
+        ["train.target_update_period_steps=-1", f"hydra.run.dir={NEW}"],
+        "train.target_update_period_steps=-1 is not allowed: must be a positive integer",
+    ),
+    "negative checkpoint period": (
+        ["checkpoint.every_steps=-5", f"hydra.run.dir={NEW}"],
+        "checkpoint.every_steps=-5 is not allowed: must be a positive integer",
+    ),
+    "one checkpoint kept": (
+        ["checkpoint.keep=1", f"hydra.run.dir={NEW}"],
+        "checkpoint.keep=1 is not allowed: must be an integer >= 2 (a complete checkpoint must "
+        "survive a failed save)",
+    ),
+    "unknown replay kind": (
+        ["replay.kind=sorted", f"hydra.run.dir={NEW}"],
+        "replay.kind=sorted is not allowed: must be one of uniform, proportional, rank_based",
+    ),
+    "unknown game": (
+        ["env.game=pongg", f"hydra.run.dir={NEW}"],
+        "unknown game 'pongg' (env.game); did you mean: pong? Accepted: ale-py ROM ids (e.g. "
+        "breakout), display names (Breakout) or gymnasium ids (ALE/Breakout-v5).",
+    ),
+    "cuda without a GPU": (
+        ["agent.device=cuda", f"hydra.run.dir={NEW}"],
+        "agent.device='cuda' but 0 CUDA device(s) are available; use one of 'auto', 'cpu', "
+        "'cuda' or 'cuda:N'",
+    ),
+    "capacity not a number": (
+        ["replay.capacity=abc", f"hydra.run.dir={NEW}"],
+        "replay.capacity=abc is not allowed: must be at least train.batch_size and "
+        "agent.history_length + 2, an integer",
+    ),
+    "total steps a float": (
+        ["train.total_steps=1e6", f"hydra.run.dir={NEW}"],
+        "train.total_steps=1000000.0 is not allowed: must be a positive integer",
+    ),
+    "resume of a directory without a run": (
+        ["resume={tmp}/new/run"],
+        "resume={tmp}/new/run is not a run directory: no config.yaml",
+    ),
+    "run directory of another config": (
+        [*RUN, "seed=1", "hydra.run.dir={run}"],
+        "run directory {run} holds a different run: seed is 0 there, 1 here",
+    ),
+    "resume overriding the config": (
+        ["resume={run}", "seed=1"],
+        "resume={run}: the run has seed=0; a resumed run keeps its config",
+    ),
+    "resume into another directory": (
+        ["resume={run}", f"hydra.run.dir={NEW}"],
+        f"resume={{run}} with hydra.run.dir={NEW} is not allowed: a resumed run continues in "
+        "its own directory",
+    ),
+    "corrupted checkpoint": (
+        ["resume={run}"],
+        "checkpoint {state} is corrupted or truncated (BadZipFile); delete it to resume from "
+        "the one before",
+    ),
+    "truncated checkpoint": (
+        [*RUN, "hydra.run.dir={run}"],
+        "checkpoint {state} is corrupted or truncated (BadZipFile); delete it to resume from "
+        "the one before",
+    ),
+    "checkpoint of another version": (
+        ["resume={run}"],
+        "checkpoint {state} has format version 99; this version of the application reads version 1",
+    ),
+    "truncated replay frames": (
+        ["resume={run}"],
+        "checkpoint {state}: its replay frames frames-0.bin are missing or truncated (1000 "
+        "bytes); delete it to resume from the one before",
+    ),
+}
+DAMAGE = {
+    "corrupted checkpoint": lambda state, run: _flip_middle_byte(state),
+    "truncated checkpoint": lambda state, run: os.truncate(state, state.stat().st_size // 2),
+    "checkpoint of another version": lambda state, run: _set_version(state, 99),
+    "truncated replay frames": lambda state, run: os.truncate(state.parent / "frames-0.bin", 1000),
+}
+
+
+def _flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _set_version(path: Path, version: int) -> None:
+    payload = torch.load(path, weights_only=True)
+    payload["version"] = version
+    torch.save(payload, path)
+
+
+def snapshot(directory: Path) -> dict[str, bytes | None]:
+    """Every path under `directory`: file contents, None for directories."""
+    return {
+        str(path.relative_to(directory)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+    }
+
+
+def train(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "train.py", *arguments],
+        cwd=ROOT,
+        env=ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory) -> dict[str, tuple]:
+    """Runs every case, a few processes at a time: (exit code, stderr, expected line, files
+    before, files after)."""
+    finished = tmp_path_factory.mktemp("finished") / "run"
+    assert train(*RUN, f"hydra.run.dir={finished}").returncode == 0
+    state = CheckpointStore(finished / "checkpoints").state_files()[-1]
+    assert state.name == "state-000000000012-frames0.pt"
+    prepared = {}
+    for case, (arguments, line) in CASES.items():
+        tmp = tmp_path_factory.mktemp("case")
+        run = tmp / "run"
+        shutil.copytree(finished, run)
+        DAMAGE.get(case, lambda *_: None)(run / "checkpoints" / state.name, run)
+        names = dict(tmp=tmp, run=run, state=run / "checkpoints" / state.name)
+        prepared[case] = (
+            [a.format(**names) for a in arguments],
+            line.format(**names),
+            tmp,
+            snapshot(tmp),
+        )
+
+    def run_case(case: str) -> tuple:
+        arguments, line, tmp, before = prepared[case]
+        result = train(*arguments)
+        return result.returncode, result.stderr, line, before, snapshot(tmp)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(CASES, pool.map(run_case, CASES), strict=True))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_is_refused_with_one_line_and_changes_nothing(outcomes, case):
+    if case == "cuda without a GPU" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    returncode, stderr, line, before, after = outcomes[case]
+    assert stderr == f"error: {line}\n"
+    assert returncode == 2
+    assert after.keys() == before.keys()
+    assert after == before
+
+
+@pytest.mark.parametrize(
+    "argument,lines",
+    [
+        (
+            "replay=sorted",
+            "In 'config': Could not find 'replay/sorted'\n\nAvailable options in 'replay':\n"
+            "\tproportional\n\trank_based\n\tuniform\n",
+        ),
+        (
+            "replay.capcity=5",
+            "Could not override 'replay.capcity'.\nTo append to your config use "
+            "+replay.capcity=5\nKey 'capcity' is not in struct\n",
+        ),
+    ],
+    ids=["unknown group option", "unknown key"],
+)
+def test_hydra_refuses_unknown_options_and_keys_before_creating_anything(
+    tmp_path, argument, lines
+):
+    """Hydra's own messages, before `main` runs: several lines, exit code 1."""
+    result = train(argument, f"hydra.run.dir={tmp_path}/new/run")
+    assert result.returncode == 1
+    assert result.stderr.startswith(lines)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,295 @@
+"""CheckpointStore: exact round trips, keep-K rotation, incremental frame copies, failed writes
+and unreadable files."""
+
+import errno
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from training.checkpoints import FORMAT, VERSION, CheckpointError, CheckpointStore
+
+SHAPE = (10, 6, 6)  # a ring of 10 slots of 6x6 frames
+SLOT_BYTES = 36
+
+
+class Ring:
+    """A stand-in for FrameStorage's frames: each write fills the next slot with a new value."""
+
+    def __init__(self):
+        self.frames = np.zeros(SHAPE, dtype=np.uint8)
+        self.written = 0
+
+    def write(self, count: int, first_value: int = 1) -> None:
+        for value in range(first_value, first_value + count):
+            self.frames[self.written % SHAPE[0]] = value
+            self.written += 1
+
+
+def state(step: int) -> dict:
+    return {
+        "step": step,
+        "returns": [1.5, -2.0],
+        "array": np.arange(6, dtype=np.float32).reshape(2, 3) * step,
+        "mask": np.array([True, False]),
+        "ale": bytes(range(7)),
+        "network": {"weight": torch.full((2, 2), float(step))},
+        "rng": np.random.default_rng(step).bit_generator.state,  # 128-bit Python ints
+        "nothing": None,
+    }
+
+
+def assert_same(actual, expected) -> None:
+    assert type(actual) is type(expected)
+    if isinstance(expected, dict):
+        assert actual.keys() == expected.keys()
+        for key in expected:
+            assert_same(actual[key], expected[key])
+    elif isinstance(expected, list):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_same(a, e)
+    elif isinstance(expected, np.ndarray):
+        assert actual.dtype == expected.dtype
+        np.testing.assert_array_equal(actual, expected)
+    elif isinstance(expected, torch.Tensor):
+        assert torch.equal(actual, expected)
+    else:
+        assert actual == expected
+
+
+def loaded(directory: Path) -> tuple[dict, np.ndarray]:
+    """What a new process resuming from `directory` gets: the newest payload and its frames."""
+    store = CheckpointStore(directory)
+    payload = store.read_latest()
+    frames = np.zeros(SHAPE, dtype=np.uint8)
+    store.read_frames(payload, frames)
+    return payload, frames
+
+
+def frame_copy(directory: Path, copy: int) -> np.ndarray:
+    return np.fromfile(directory / f"frames-{copy}.bin", dtype=np.uint8).reshape(SHAPE)
+
+
+def test_round_trip_is_exact(tmp_path):
+    ring = Ring()
+    ring.write(13)
+    CheckpointStore(tmp_path).save(7, state(7), ring.frames, ring.written)
+    payload, frames = loaded(tmp_path)
+    assert (payload["step"], payload["frames_written"]) == (7, 13)
+    assert_same(payload["state"], state(7))
+    np.testing.assert_array_equal(frames, ring.frames)
+
+
+@pytest.mark.parametrize("keep", [2, 3])
+def test_keeps_the_newest_k_each_with_its_own_frame_copy(tmp_path, keep):
+    store, ring = CheckpointStore(tmp_path, keep), Ring()
+    for step in range(1, 6):
+        ring.write(3, first_value=10 * step)
+        store.save(step, state(step), ring.frames, ring.written)
+    steps = [int(p.name[6:18]) for p in store.state_files()]
+    assert steps == list(range(6 - keep, 6))
+    copies = sorted(p.name[-4] for p in store.state_files())
+    assert copies == [str(c) for c in range(keep)]
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {p.name for p in store.state_files()} | {
+        f"frames-{c}.{ext}" for c in range(keep) for ext in ("bin", "json")
+    }
+    payload, frames = loaded(tmp_path)
+    assert payload["step"] == 5
+    np.testing.assert_array_equal(frames, ring.frames)
+
+
+def test_incremental_sync_writes_only_the_slots_written_since(tmp_path, monkeypatch):
+    """Copy 0 is synced at 12 then 19 frames (slots 2..8); copy 1 at 15 then 24 (slots 5..9 and
+    0..3, across the wrap-around)."""
+    store, ring, real_pwrite = CheckpointStore(tmp_path, keep=2), Ring(), os.pwrite
+    written_slots: list[int] = []
+
+    def recording_pwrite(descriptor, data, offset):
+        first, count = offset // SLOT_BYTES, len(data) // SLOT_BYTES
+        written_slots.extend(range(first, first + count))
+        return real_pwrite(descriptor, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", recording_pwrite)
+    expected = [
+        (12, 0, list(range(10))),  # a new copy: written in full
+        (15, 1, list(range(10))),
+        (19, 0, list(range(2, 9))),
+        (24, 1, list(range(5, 10)) + list(range(0, 4))),
+        (26, 0, [9, 0, 1, 2, 3, 4, 5]),
+    ]
+    for step, (total, copy, slots) in enumerate(expected, start=1):
+        ring.write(total - ring.written, first_value=100 + 7 * step)
+        written_slots.clear()
+        path = store.save(step, state(step), ring.frames, ring.written)
+        assert path.name == f"state-{step:012d}-frames{copy}.pt"
+        assert written_slots == slots
+        np.testing.assert_array_equal(frame_copy(tmp_path, copy), ring.frames)
+    np.testing.assert_array_equal(loaded(tmp_path)[1], ring.frames)
+
+
+def test_a_copy_left_by_an_abandoned_timeline_is_rewritten_in_full(tmp_path):
+    """Checkpoint 2 is deleted (as its error messages advise when it is damaged): resuming
+    from 1 and writing other frames, checkpoint 3 must not trust the frames of copy 1."""
+    store, ring = CheckpointStore(tmp_path, keep=2), Ring()
+    ring.write(12, first_value=1)
+    store.save(1, state(1), ring.frames, ring.written)
+    ring.write(3, first_value=200)
+    store.save(2, state(2), ring.frames, ring.written).unlink()
+    store = CheckpointStore(tmp_path, keep=2)  # a new process resumes from checkpoint 1
+    ring.frames[:], ring.written = loaded(tmp_path)[1], 12
+    ring.write(5, first_value=100)  # 17 frames: its sidecar's 15 would look 2 behind
+    assert store.save(3, state(3), ring.frames, ring.written).name.endswith("frames1.pt")
+    np.testing.assert_array_equal(frame_copy(tmp_path, 1), ring.frames)
+
+
+def failing_after_half(real):
+    """A write that stores half of its bytes and then finds the disk full."""
+
+    def write(descriptor, data, *offset):
+        real(descriptor, memoryview(data)[: len(data) // 2], *offset)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    return write
+
+
+@pytest.mark.parametrize("failing", ["frames", "state file"])
+def test_a_save_failing_midway_leaves_the_previous_checkpoint_exact(tmp_path, monkeypatch, failing):
+    store, ring = CheckpointStore(tmp_path, keep=2), Ring()
+    ring.write(12, first_value=1)
+    store.save(1, state(1), ring.frames, ring.written)
+    ring.write(4, first_value=50)
+    store.save(2, state(2), ring.frames, ring.written)
+    frames_at_2 = ring.frames.copy()
+    ring.write(3, first_value=90)
+    if failing == "frames":
+        monkeypatch.setattr(os, "pwrite", failing_after_half(os.pwrite))
+    else:
+        real_write = os.write
+
+        def write(descriptor, data):
+            name = Path(os.readlink(f"/proc/self/fd/{descriptor}")).name
+            if name.startswith(".state-"):
+                return failing_after_half(real_write)(descriptor, data)
+            return real_write(descriptor, data)
+
+        monkeypatch.setattr(os, "write", write)
+    with pytest.raises(CheckpointError) as error:
+        store.save(3, state(3), ring.frames, ring.written)
+    message = str(error.value)
+    assert message == (
+        f"could not write checkpoint {tmp_path}/state-000000000003-frames0.pt: "
+        f"[Errno 28] No space left on device; state-000000000002-frames1.pt is the newest "
+        "complete one"
+    )
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.glob(".*")) == []  # no temporary file left
+    payload, frames = loaded(tmp_path)
+    assert payload["step"] == 2
+    assert_same(payload["state"], state(2))
+    np.testing.assert_array_equal(frames, frames_at_2)
+    # The next save brings copy 0 up to date again, whatever it holds.
+    store.save(3, state(3), ring.frames, ring.written)
+    np.testing.assert_array_equal(loaded(tmp_path)[1], ring.frames)
+
+
+def damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "bit flip":  # in the stored tensor bytes, which torch.load alone accepts
+        flipped = bytearray(data)
+        flipped[data.index(np.arange(6, dtype=np.float32).tobytes()) + 5] ^= 0x10
+        path.write_bytes(bytes(flipped))
+    elif how == "garbage":
+        path.write_bytes(b"\x00" * len(data))
+    else:
+        payload = torch.load(path, weights_only=True)
+        payload.update(how)
+        torch.save(payload, path)
+
+
+@pytest.mark.parametrize(
+    "how,problem",
+    [
+        ("truncated", "is corrupted or truncated (BadZipFile); delete it to resume from the one"),
+        ("bit flip", "is corrupted or truncated (BadZipFile); delete it to resume from the one"),
+        ("garbage", "is corrupted or truncated (BadZipFile); delete it to resume from the one"),
+        ({"version": VERSION + 1}, f"has format version {VERSION + 1}; this version of the"),
+        ({"format": "something-else"}, "is not a checkpoint of this application"),
+    ],
+    ids=["truncated", "bit flip", "garbage", "newer version", "other format"],
+)
+def test_an_unusable_state_file_is_a_one_line_error_naming_it(tmp_path, how, problem):
+    ring = Ring()
+    ring.write(12, first_value=1)
+    path = CheckpointStore(tmp_path).save(1, state(1), ring.frames, ring.written)
+    damage(path, how)
+    with pytest.raises(CheckpointError) as error:
+        CheckpointStore(tmp_path).read_latest()
+    assert str(path) in str(error.value) and problem in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("how", ["missing", "truncated", "synced later"])
+def test_an_unusable_frame_copy_is_a_one_line_error_naming_it(tmp_path, how):
+    ring = Ring()
+    ring.write(12, first_value=1)
+    path = CheckpointStore(tmp_path).save(1, state(1), ring.frames, ring.written)
+    frames = tmp_path / "frames-0.bin"
+    if how == "missing":
+        frames.unlink()
+    elif how == "truncated":
+        os.truncate(frames, 100)
+    else:
+        (tmp_path / "frames-0.json").write_text('{"frames_written": 13}')
+    expected = (
+        f"checkpoint {path}: its replay frames were changed after it was written"
+        if how == "synced later"
+        else f"checkpoint {path}: its replay frames frames-0.bin are missing or truncated"
+    )
+    with pytest.raises(CheckpointError, match="^" + re.escape(expected)):
+        CheckpointStore(tmp_path).read_latest()
+
+
+def _leave_a_mark(path: str) -> None:  # what a malicious pickle would run
+    Path(path).touch()
+
+
+class Malicious:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return _leave_a_mark, (str(self.marker),)
+
+
+def test_checkpoints_load_without_executing_pickled_code(tmp_path):
+    ring = Ring()
+    ring.write(12, first_value=1)
+    path = CheckpointStore(tmp_path).save(1, state(1), ring.frames, ring.written)
+    assert torch.load(path, weights_only=True)["format"] == FORMAT
+    marker = tmp_path / "code-ran"
+    payload = torch.load(path, weights_only=True)
+    payload["state"]["extra"] = Malicious(marker)
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match="is corrupted or truncated \\(UnpicklingError\\)"):
+        CheckpointStore(tmp_path).read_latest()
+    assert not marker.exists()
+
+
+def test_numpy_scalars_come_back_as_python_numbers_and_other_objects_are_refused(tmp_path):
+    ring = Ring()
+    ring.write(12, first_value=1)
+    store = CheckpointStore(tmp_path)
+    numbers = {"count": np.int64(3), "mean": np.float32(0.5), "flag": np.bool_(True)}
+    store.save(1, numbers, ring.frames, ring.written)
+    assert_same(store.read_latest()["state"], {"count": 3, "mean": 0.5, "flag": True})
+    files = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    with pytest.raises(TypeError, match="^a checkpoint cannot hold a PosixPath: PosixPath"):
+        store.save(2, {"where": tmp_path}, ring.frames, ring.written)
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == files

@@ -1,0 +1,187 @@
+"""End to end, with real processes: a run killed by SIGKILL at an arbitrary moment, or stopped by
+SIGTERM, and resumed, ends exactly as the uninterrupted run: the same TensorBoard scalars at the
+same steps and bit-identical final weights. SIGINT checkpoints and exits 130."""
+
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from training.checkpoints import CheckpointStore
+from training.loop import StopRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOTAL_STEPS = 300
+# Tiny and fast, but every part that a resume must restore is used: proportional priorities
+# and β annealing, a 120-slot ring that wraps around several times, episodes ending by game
+# over and by the frame cap, ε decay, target syncs, and checkpoints every 100 steps.
+ARGUMENTS = [
+    "experiment=demo",
+    "replay=proportional",
+    "env.game=breakout",
+    "agent.device=cpu",
+    f"train.total_steps={TOTAL_STEPS}",
+    "train.batch_size=8",
+    "train.learning_start_steps=40",
+    "train.target_update_period_steps=50",
+    "train.epsilon_decay_steps=200",
+    "train.log_period_steps=25",
+    "train.priority_histogram_period_steps=1000000",
+    "replay.capacity=120",
+    "env.max_episode_frames=400",
+    "checkpoint.every_steps=100",
+]
+# One torch thread: as fast as two for batch 8 and far faster on a busy machine.
+ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
+STOPPED = re.compile(
+    r"stopped by (SIGTERM|SIGINT) at step (\d+); resume with: python train\.py "
+    r"resume=(\S+)\n"
+)
+
+
+def launch(run_dir: Path, *arguments: str) -> subprocess.Popen:
+    """Start `python train.py`; its stderr goes to <run_dir>.stderr, beside the run."""
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(run_dir.parent / f"{run_dir.name}.stderr", "a") as log:
+        return subprocess.Popen(
+            [sys.executable, "train.py", *arguments],
+            cwd=ROOT,
+            env=ENVIRONMENT,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+
+
+def complete(run_dir: Path, *arguments: str) -> None:
+    process = launch(run_dir, *arguments)
+    assert process.wait(timeout=600) == 0, stderr(run_dir)
+
+
+def stderr(run_dir: Path) -> str:
+    return (run_dir.parent / f"{run_dir.name}.stderr").read_text()
+
+
+def first_checkpoint(run_dir: Path, process: subprocess.Popen) -> None:
+    store = CheckpointStore(run_dir / "checkpoints")
+    while not store.state_files():
+        assert process.poll() is None, stderr(run_dir)
+        time.sleep(0.02)
+
+
+def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar but the wall-clock `speed/*` ones, as (step, value) lists."""
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    return {
+        tag: [(event.step, event.value) for event in events.Scalars(tag)]
+        for tag in events.Tags()["scalars"]
+        if not tag.startswith("speed/")
+    }
+
+
+def flat_tensors(value, prefix: str = "") -> dict[str, object]:
+    if isinstance(value, dict):
+        return {
+            name: leaf
+            for key, item in value.items()
+            for name, leaf in flat_tensors(item, f"{prefix}{key}/").items()
+        }
+    if isinstance(value, list):
+        return flat_tensors(dict(enumerate(value)), prefix)
+    return {prefix: value}
+
+
+def assert_same_run(run_dir: Path, reference: Path) -> None:
+    assert scalars(run_dir) == scalars(reference)
+    final, expected = (
+        flat_tensors(torch.load(d / "agent_final.pt", weights_only=True))
+        for d in (run_dir, reference)
+    )
+    assert final.keys() == expected.keys()
+    for name, value in expected.items():
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(final[name], value), name
+        else:
+            assert final[name] == value, name
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """The uninterrupted run."""
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    complete(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
+    curves = scalars(run_dir)
+    # The comparison below means something only if these curves are there.
+    assert [step for step, _ in curves["train/loss"]] == list(range(50, TOTAL_STEPS + 1, 25))
+    assert len(curves["episode/return"]) >= 3
+    assert len(curves["episode_vs_frames/return"]) == len(curves["episode/return"])
+    return run_dir
+
+
+def test_a_run_killed_at_an_arbitrary_moment_and_resumed_is_the_uninterrupted_run(
+    reference, tmp_path
+):
+    run_dir = tmp_path / "run"
+    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
+    first_checkpoint(run_dir, process)
+    delay = random.uniform(0.0, 1.0)
+    time.sleep(delay)
+    process.kill()
+    assert process.wait() == -signal.SIGKILL
+    assert not (run_dir / "agent_final.pt").exists(), f"finished before the kill ({delay=})"
+    resumed_from = CheckpointStore(run_dir / "checkpoints").read_latest()["step"]
+    assert resumed_from in (100, 200, 300)
+    complete(run_dir, f"resume={run_dir}")
+    assert_same_run(run_dir, reference)
+
+
+def test_sigterm_checkpoints_exits_0_and_the_same_command_resumes_the_run(reference, tmp_path):
+    run_dir = tmp_path / "run"
+    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
+    first_checkpoint(run_dir, process)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 0
+    stopped = STOPPED.search(stderr(run_dir))
+    assert stopped is not None, stderr(run_dir)
+    name, step, resume = stopped.group(1), int(stopped.group(2)), stopped.group(3)
+    assert (name, resume) == ("SIGTERM", str(run_dir))
+    assert 100 <= step < TOTAL_STEPS
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == step
+    assert not (run_dir / "agent_final.pt").exists()
+    complete(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")  # re-running in the run dir
+    assert_same_run(run_dir, reference)
+
+
+def test_sigint_checkpoints_and_exits_130(tmp_path):
+    run_dir = tmp_path / "run"
+    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
+    first_checkpoint(run_dir, process)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130
+    stopped = STOPPED.search(stderr(run_dir))
+    assert stopped is not None and stopped.group(1) == "SIGINT", stderr(run_dir)
+    step = int(stopped.group(2))
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == step >= 100
+
+
+def test_a_second_sigint_stops_at_once():
+    stop = StopRequest()
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stop.install()
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.signal == signal.SIGINT
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs in the main thread between bytecodes
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
