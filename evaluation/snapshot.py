@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 
 from agents.double_dqn import DoubleDQN, resolve_device
 from envs.games import resolve_game
+from training.checkpoints import save_atomically
 
 FORMAT = "per-atari-agent"
 VERSION = 1
@@ -59,7 +59,7 @@ def save_agent_snapshot(
     score: float | None,
 ) -> None:
     """Write ``agent``'s online network atomically: a reader sees the old file or the new one,
-    never a half-written one (temp file in the same directory, then ``os.replace``)."""
+    never a half-written one."""
     path = Path(path)
     payload = {
         "format": FORMAT,
@@ -73,17 +73,7 @@ def save_agent_snapshot(
         "score": None if score is None else float(score),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            torch.save(payload, file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a result is for sharing
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    save_atomically(path, payload)
 
 
 def read_snapshot(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict:

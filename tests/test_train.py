@@ -10,6 +10,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import train
 from training.checkpoints import CheckpointStore
 from training.loop import StopRequest, Training, linear_schedule
+from training.validation import validate_config
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 REPLAYS = ("uniform", "proportional", "rank_based")
@@ -48,7 +49,7 @@ def test_every_config_composes_resolves_and_validates(replay, experiment):
     overrides = [f"replay={replay}"] + ([f"experiment={experiment}"] if experiment else [])
     cfg = config(*overrides)
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    train.validate_config(cfg)
+    validate_config(cfg)
 
 
 def test_command_line_overrides_reach_the_replay_and_agent():
@@ -69,7 +70,7 @@ def test_command_line_overrides_reach_the_replay_and_agent():
 )
 def test_bad_settings_are_one_line_errors_naming_the_key(override, message):
     with pytest.raises(ValueError, match=message) as error:
-        train.validate_config(config(override))
+        validate_config(config(override))
     assert "\n" not in str(error.value)
 
 
@@ -99,7 +100,7 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
         "evaluation.every_frames=800",
         "evaluation.frames=400",
     )
-    train.validate_config(cfg)
+    validate_config(cfg)
     parts = train.build(cfg)
     store = CheckpointStore(tmp_path / "checkpoints")
     training = Training(parts, cfg, tmp_path, store, StopRequest())

@@ -80,6 +80,19 @@ def write_atomically(path: Path, data) -> None:
     _fsync_directory(path.parent)
 
 
+def torch_bytes(payload) -> memoryview:
+    """`payload` as `torch.save` writes it, in memory: serializing before any file changes
+    keeps a full disk from leaving an opaque half-written torch file."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getbuffer()
+
+
+def save_atomically(path: Path, payload) -> None:
+    """`torch.save` that a crash can never leave half-written."""
+    write_atomically(Path(path), torch_bytes(payload))
+
+
 _PLAIN = (bool, int, float, str, type(None))
 
 
@@ -170,17 +183,14 @@ class CheckpointStore:
             free = set(range(self.keep)) - used
             copy = min(free) if free else _frames_copy(existing[0])
             path = self.directory / f"state-{step:012d}-frames{copy}.pt"
-            # Serialized in memory first (~100 MB at full size: all but the frames), before any
-            # file changes; torch.save into the file would turn a full disk into an opaque
-            # RuntimeError.
-            serialized = io.BytesIO()
-            torch.save(self._payload(step, state, copy, frames, frames_written), serialized)
+            # ~100 MB at full size (all but the frames), serialized before any file changes.
+            serialized = torch_bytes(self._payload(step, state, copy, frames, frames_written))
             if copy in used:
                 existing[0].unlink()
                 _fsync_directory(self.directory)
             self._sync_frames(copy, frames, frames_written, incremental=copy in trusted)
             trusted.add(copy)
-            write_atomically(path, serialized.getbuffer())
+            write_atomically(path, serialized)
         except OSError as error:
             files = self.state_files()
             kept = "no earlier one exists"

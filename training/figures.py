@@ -1,19 +1,25 @@
 """TensorBoard figures of the replay memory, after the paper's Figures 10 and 11."""
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # training runs headless
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from replay.diagnostics import ReplayStatistics  # noqa: E402
+from replay.diagnostics import ReplayStatistics
 
 
-def sorted_td_errors_figure(stats: ReplayStatistics, sampleable: np.ndarray) -> plt.Figure:
+def _axes():
+    """A new figure; matplotlib is imported here, not at start-up (it costs a second)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # training runs headless
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(5, 3.5))
+
+
+def sorted_td_errors_figure(stats: ReplayStatistics, sampleable: np.ndarray):
     """Last-seen |δ| of every replayed transition in memory, sorted (Figure 10)."""
     errors = stats.last_abs_td_error[sampleable]
     errors = np.sort(errors[np.isfinite(errors)])[::-1]
-    figure, axes = plt.subplots(figsize=(5, 3.5))
+    figure, axes = _axes()
     axes.plot(np.linspace(0, 1, len(errors)), errors)
     axes.set(xlabel="fraction of replayed transitions, sorted", ylabel="last-seen |δ|")
     figure.tight_layout()
@@ -26,7 +32,7 @@ def replay_rate_figure(stats: ReplayStatistics, sampleable: np.ndarray, bins: in
     age = np.maximum(stats.added - stats.added_at[sampleable], 1)
     rate = stats.replays[sampleable] / age
     seen = np.isfinite(errors)
-    figure, axes = plt.subplots(figsize=(5, 3.5))
+    figure, axes = _axes()
     if seen.any():
         edges = np.linspace(0, errors[seen].max() + 1e-9, bins + 1)
         which = np.digitize(errors[seen], edges) - 1

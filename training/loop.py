@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
@@ -16,7 +15,7 @@ from envs.frame_stack import FrameStack
 from evaluation.protocols import evaluate_noop
 from evaluation.snapshot import save_agent_snapshot
 from replay.buffer import ReplayBuffer
-from training.checkpoints import CheckpointStore
+from training.checkpoints import CheckpointStore, save_atomically
 from training.figures import replay_rate_figure, sorted_td_errors_figure
 from training.progress import Progress
 
@@ -114,7 +113,7 @@ class Training:
             if self.step % self.cfg.checkpoint.every_steps:
                 self.save_checkpoint()
             if self.step == t.total_steps:
-                torch.save(self.parts.agent.state_dict(), self.run_dir / "agent_final.pt")
+                save_atomically(self.run_dir / "agent_final.pt", self.parts.agent.state_dict())
                 self._log_hyperparameters()
         finally:
             self.progress.close()
