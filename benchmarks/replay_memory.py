@@ -1,0 +1,114 @@
+"""Replay memory per stored transition, batch costs and the prioritized overhead of a step.
+
+    python benchmarks/replay_memory.py                       # N = 2^20 Atari frames (~7.4 GB per kind)
+    python benchmarks/replay_memory.py --capacity 100000     # a quicker look
+
+For each sampler kind, on a memory filled with N Atari-sized frames: resident bytes per
+transition; µs to gather the 32 states and next states into a reused vs a fresh array; µs for
+a whole `replay.sample` (sampler, importance weights, gather); and ms for a whole training
+step — sample, `agent.learn`, `update_priorities` — with its overhead over uniform replay.
+Prints figures; asserts nothing. Timings are medians; compare ratios from one run.
+"""
+
+import argparse
+import time
+
+import numpy as np
+
+from agents.double_dqn import DoubleDQN
+from replay.buffer import ReplayBuffer
+from replay.proportional import ProportionalSampler
+from replay.rank_based import RankBasedSampler
+from replay.sampler import UniformSampler
+from replay.storage import FrameStorage
+
+SAMPLERS = {
+    "uniform": UniformSampler,
+    "proportional": ProportionalSampler,
+    "rank_based": RankBasedSampler,
+}
+EPISODE_STEPS = 1000
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def filled_replay(kind: str, capacity: int, rng: np.random.Generator) -> ReplayBuffer:
+    """Random frames in episodes of 1000 steps, written through the storage's own API."""
+    storage = FrameStorage(capacity)
+    replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32)
+    frames = rng.integers(0, 256, size=(97, 84, 84), dtype=np.uint8)
+    replay.start_episode(frames[0])
+    for step in range(1, capacity):
+        if step % EPISODE_STEPS == 0:
+            replay.start_episode(frames[step % 97])
+        else:
+            replay.add(step % 4, 0.0, False, frames[step % 97])
+    return replay
+
+
+def median_us(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e6
+
+
+def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict[str, float]:
+    before = resident_bytes()
+    replay = filled_replay(kind, args.capacity, rng)
+    figures = {"bytes": (resident_bytes() - before) / len(replay)}
+    indices, _ = replay.sampler.sample(32)
+    slots = np.concatenate([indices, (indices + 1) % args.capacity])
+    out = np.empty((64, 4, 84, 84), dtype=np.uint8)
+    figures["gather_reused"] = median_us(lambda: replay.storage.gather_states(slots, out), 2000)
+    figures["gather_fresh"] = median_us(
+        lambda: replay.storage.gather_states(slots, np.empty_like(out)), 2000
+    )
+    td_errors = rng.normal(size=32).astype(np.float32)
+
+    def sample_and_update():
+        batch = replay.sample(0.5)
+        replay.update_priorities(batch.indices, td_errors)
+
+    figures["sample_update"] = median_us(sample_and_update, 2000)
+
+    def training_step():
+        batch = replay.sample(0.5)
+        replay.update_priorities(batch.indices, agent.learn(batch).td_errors)
+
+    figures["step_ms"] = median_us(training_step, args.steps) / 1000
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--capacity", type=int, default=2**20)
+    parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    agent = DoubleDQN(6, rng=np.random.default_rng(1), device="cpu")
+    print(f"N = {args.capacity:,} transitions, batch 32, CPU")
+    header = ("sampler", "bytes/transition", "gather µs", "fresh-array µs", "sample+update µs")
+    print(f"{header[0]:<14}" + "".join(f"{h:>18}" for h in header[1:]) + f"{'step ms':>10}")
+    uniform_step = None
+    for kind in SAMPLERS:
+        f = measure(kind, args, agent, rng)
+        uniform_step = uniform_step or f["step_ms"]
+        overhead = 100 * (f["step_ms"] / uniform_step - 1)
+        print(
+            f"{kind:<14}{f['bytes']:>18,.0f}{f['gather_reused']:>18,.0f}"
+            f"{f['gather_fresh']:>18,.0f}{f['sample_update']:>18,.1f}"
+            f"{f['step_ms']:>10.1f} ({overhead:+.1f} % vs uniform)"
+        )
+
+
+if __name__ == "__main__":
+    main()
