@@ -40,6 +40,7 @@ OmegaConf.register_new_resolver(
 # Hydra creates the run directory before `main` runs; see `_remove_created_directories`.
 _STARTED_NS = time.time_ns()
 
+
 def build_sampler(replay: DictConfig, rng: np.random.Generator) -> Sampler:
     if replay.kind == "uniform":
         return UniformSampler(replay.capacity, rng)

@@ -84,6 +84,7 @@ def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict
         batch = replay.sample(0.5)
         replay.update_priorities(batch.indices, agent.learn(batch).td_errors)
 
+    median_us(training_step, 10)  # torch's first updates are slower
     figures["step_ms"] = median_us(training_step, args.steps) / 1000
     return figures
 

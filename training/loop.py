@@ -5,6 +5,7 @@ import math
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -40,6 +41,24 @@ class Components:
     rngs: dict[str, np.random.Generator]
 
 
+def plain_config(cfg: DictConfig) -> SimpleNamespace:
+    """The resolved config as nested namespaces: the same attribute paths, read at once."""
+
+    def convert(value):
+        if isinstance(value, dict):
+            return SimpleNamespace(**{key: convert(item) for key, item in value.items()})
+        return value
+
+    return convert(OmegaConf.to_container(cfg, resolve=True))
+
+
+def _select(config: SimpleNamespace, key: str):
+    """The value at a dotted `key`, or None where the config has no such key."""
+    for part in key.split("."):
+        config = getattr(config, part, None)
+    return config
+
+
 class NonFiniteLearning(FloatingPointError):
     """The loss or the Q-values stopped being finite."""
 
@@ -71,7 +90,9 @@ class Training:
         checkpoints: CheckpointStore,
         stop: StopRequest,
     ):
-        self.parts, self.cfg, self.run_dir = parts, cfg, run_dir
+        # Plain attributes: a DictConfig lookup costs ~10 µs, a dozen of them per step.
+        self.cfg = plain_config(cfg)
+        self.parts, self.run_dir = parts, run_dir
         self.checkpoints, self.stop = checkpoints, stop
         self.step = 0
         self.episode_return = 0.0
@@ -171,7 +192,7 @@ class Training:
         cfg, agent = self.cfg, self.parts.agent
         result = evaluate_noop(
             agent,
-            dict(cfg.env),
+            vars(cfg.env),
             rng=self.parts.rngs["evaluation"],
             epsilon=cfg.evaluation.epsilon,
             max_frames=cfg.evaluation.frames,
@@ -197,7 +218,7 @@ class Training:
     )
 
     def _log_hyperparameters(self) -> None:
-        values = {key: OmegaConf.select(self.cfg, key) for key in self.HYPERPARAMETERS}
+        values = {key: _select(self.cfg, key) for key in self.HYPERPARAMETERS}
         metrics = {"hparams/final_return": float(np.mean(self.progress.returns or [np.nan]))}
         if math.isfinite(self.best_score):
             metrics["hparams/best_eval_score"] = self.best_score
