@@ -218,8 +218,10 @@ class CheckpointStore:
         synced = self._synced_count(copy) if incremental else None
         self._sidecar_path(copy).unlink(missing_ok=True)
         _fsync_directory(self.directory)
-        if synced is None or not 0 <= frames_written - synced < capacity:
-            ranges = [(0, capacity)]
+        full = synced is None or not 0 <= frames_written - synced < capacity
+        if full:
+            # Slots the ring has not reached yet are zero; the emptied file reads as zeros there.
+            ranges = [(0, min(frames_written, capacity))]
         else:
             start, count = synced % capacity, frames_written - synced
             end = start + count
@@ -229,6 +231,8 @@ class CheckpointStore:
         slot_bytes = frames[0].nbytes
         descriptor = os.open(self._frames_path(copy), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
+            if full:
+                os.ftruncate(descriptor, 0)
             os.ftruncate(descriptor, frames.nbytes)
             for first, last in ranges:
                 _write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
@@ -274,6 +275,7 @@ class Training:
             "agent": parts.agent.state_dict(),
             "replay": parts.replay.state_dict(),
             "rngs": {name: rng.bit_generator.state for name, rng in parts.rngs.items()},
+            "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
             "progress": self.progress.state_dict(),
             "best_score": self.best_score,
         }
@@ -289,3 +291,4 @@ class Training:
         parts.replay.load_state_dict(state["replay"])
         for name, rng in parts.rngs.items():
             rng.bit_generator.state = state["rngs"][name]
+        torch.set_rng_state(state["torch_rng"])
