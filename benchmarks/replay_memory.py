@@ -1,7 +1,7 @@
 """Replay memory per stored transition, batch costs and the prioritized overhead of a step.
 
-    python benchmarks/replay_memory.py                       # N = 2^20 Atari frames (~7.4 GB per kind)
-    python benchmarks/replay_memory.py --capacity 100000     # a quicker look
+    python benchmarks/replay_memory.py                    # N = 2^20 frames (~7.4 GB per kind)
+    python benchmarks/replay_memory.py --capacity 100000  # a quicker look
 
 For each sampler kind, on a memory filled with N Atari-sized frames: resident bytes per
 transition; µs to gather the 32 states and next states into a reused vs a fresh array; µs for
