@@ -114,6 +114,29 @@ class _EpisodeInfo(gym.Wrapper):
         truncated = (truncated or at_cap) and not terminated
         return obs, float(reward), terminated, truncated, info
 
+    def noops_after_life_loss(self) -> tuple[np.ndarray, bool, dict[str, Any]]:
+        """Continue the game after a lost life as DeepMind's training code does (alewrap's
+        ``nextRandomGame`` when the game is not over): one no-op frame, then k more with k
+        uniform in ``1..noop_max`` from the env's no-op generator (k = 0 when no-ops are off),
+        so 2..31 frames by default. The observation is the max over the last two of them,
+        resized. Returns ``(observation, terminated, info)``: the game may end meanwhile."""
+        preprocessing = _preprocessing(self.env)
+        noop_max = preprocessing.noop_max
+        extra = int(self.unwrapped.np_random.integers(1, noop_max + 1)) if noop_max > 0 else 0
+        count, buffers = 1 + extra, preprocessing.obs_buffer
+        buffers[1].fill(0)  # a single no-op frame has nothing to pool with
+        terminated = False
+        for index in range(count):
+            _, _, terminated, _, _ = preprocessing.env.step(0)
+            if terminated:
+                break
+            if index >= count - 2:
+                self.unwrapped.ale.getScreenGrayscale(buffers[count - 1 - index])
+        self._lives = self.unwrapped.ale.lives()
+        preprocessing.game_over = terminated
+        observation = preprocessing._get_obs()  # the wrapper's own max-pool and resize
+        return observation, terminated, self._annotate({}, life_lost=False)
+
     def _annotate(self, info: dict[str, Any], *, life_lost: bool) -> dict[str, Any]:
         ale = self.unwrapped.ale
         info = dict(info)

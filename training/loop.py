@@ -1,6 +1,7 @@
 """The training loop. It owns time: agent steps, the ε, β and α schedules, learning start,
 update period, target sync, logging and checkpoints."""
 
+import json
 import math
 import signal
 from dataclasses import dataclass
@@ -104,8 +105,7 @@ class Training:
         parts = self.parts
         frame, _ = parts.env.reset(seed=parts.env_seed)
         if checkpoint is None:
-            parts.frame_stack.reset(frame)
-            parts.replay.start_episode(frame)
+            self._begin_episode(frame)
         else:
             self.checkpoints.read_frames(checkpoint, parts.replay.storage.frames)
             self.load_state_dict(checkpoint["state"])
@@ -149,12 +149,21 @@ class Training:
         clipped_reward = max(-t.reward_clip, min(t.reward_clip, reward))
         parts.replay.add(action, clipped_reward, terminated or info["life_lost"], frame)
         parts.frame_stack.push(frame)
+        if info["life_lost"] and not (terminated or truncated) and t.life_loss == "new_episode":
+            # DeepMind's training rule: a lost life ends the stored episode (the next stacks
+            # start from zeros) and the game goes on after a few no-op frames.
+            frame, terminated, info = parts.env.noops_after_life_loss()
+            if not terminated:
+                self._begin_episode(frame)
         if terminated or truncated:
             self.progress.episode(self.step, self.episode_return, info["episode_frame_number"])
             frame, _ = parts.env.reset()
-            parts.frame_stack.reset(frame)
-            parts.replay.start_episode(frame)
+            self._begin_episode(frame)
             self.episode_return = 0.0
+
+    def _begin_episode(self, frame) -> None:
+        self.parts.frame_stack.reset(frame)
+        self.parts.replay.start_episode(frame)
 
     def _learn(self) -> None:
         replay = self.parts.replay
@@ -174,9 +183,12 @@ class Training:
         return linear_schedule(start, end, t.learning_start_steps, t.total_steps, self.step)
 
     def epsilon(self) -> float:
+        """1 until learning starts, then linear over `epsilon_decay_steps` (DeepMind's code: the
+        replay-start actions are all random, none from the untrained network)."""
         t = self.cfg.train
+        begin = t.learning_start_steps
         return linear_schedule(
-            t.epsilon_start, t.epsilon_final, 0, t.epsilon_decay_steps, self.step
+            t.epsilon_start, t.epsilon_final, begin, begin + t.epsilon_decay_steps, self.step
         )
 
     def importance_exponent(self) -> float:
@@ -199,9 +211,12 @@ class Training:
             max_frames=cfg.evaluation.frames,
         )
         frames = self.step * cfg.env.frame_skip
+        writer = self.progress.writer
         for name, value in result.summary(cfg.env.game, "noop").items():
-            self.progress.writer.add_scalar(f"eval/{name}", value, self.step)
-            self.progress.writer.add_scalar(f"eval_vs_frames/{name}", value, frames)
+            writer.add_scalar(f"eval/{name}", value, self.step)
+            writer.add_scalar(f"eval_vs_frames/{name}", value, frames)
+        # Exact per-episode scores, for exported results (scalars hold only the summary).
+        writer.add_text("eval/episode_scores", json.dumps(result.scores.tolist()), self.step)
         snapshot = dict(game=cfg.env.game, step=self.step, frames=frames, score=result.mean)
         save_agent_snapshot(self.run_dir / "agent_latest.pt", agent, **snapshot)
         if result.mean > self.best_score:

@@ -11,6 +11,7 @@ from envs.games import resolve_game
 from replay.priorities import WEIGHT_NORMALIZATIONS
 
 REPLAY_KINDS = ("uniform", "proportional", "rank_based")
+LIFE_LOSS_RULES = ("new_episode", "stop_bootstrap")
 POSITIVE_INTEGERS = (
     "train.total_steps",
     "train.batch_size",
@@ -97,6 +98,11 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
             "replay.weight_normalization",
             f"one of {', '.join(WEIGHT_NORMALIZATIONS)}",
             lambda v: v in WEIGHT_NORMALIZATIONS,
+        ),
+        (
+            "train.life_loss",
+            f"one of {', '.join(LIFE_LOSS_RULES)}",
+            lambda v: v in LIFE_LOSS_RULES,
         ),
         ("agent.rmsprop_decay", "in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
         ("env.screen_size", "84, the Nature network's input", lambda v: _integer(v) and v == 84),

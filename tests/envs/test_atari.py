@@ -1,5 +1,6 @@
 """Real ALE episodes; every expectation is exact."""
 
+import cv2
 import numpy as np
 import pytest
 
@@ -190,3 +191,37 @@ def test_a_captured_state_continues_exactly_into_a_game_over_mid_skip(seed):
     obs_2, reward_2, terminated_2, truncated_2, info_2 = resumed.step(action)
     np.testing.assert_array_equal(obs_2, obs)
     assert (reward_2, terminated_2, truncated_2, info_2) == (reward, terminated, truncated, info)
+
+
+def test_noops_after_a_life_loss_play_2_to_31_frames():
+    """DeepMind's training rule: one no-op frame, then 1..noop_max more (Breakout never ends
+    without FIRE, so every call continues the same game)."""
+    env = make_env("breakout", seed=5)
+    env.reset()
+    counts = set()
+    for _ in range(400):
+        before = env.unwrapped.ale.getEpisodeFrameNumber()
+        _, terminated, info = env.noops_after_life_loss()
+        assert not terminated
+        counts.add(info["episode_frame_number"] - before)
+    env.close()
+    assert counts == set(range(2, 32))
+
+
+def test_noops_after_a_life_loss_pool_the_last_two_frames():
+    env = make_env("breakout", seed=0, noop_max=1)  # exactly two no-op frames
+    env.reset()
+    ale = env.unwrapped.ale
+    for _ in range(40):  # launch the ball, so that consecutive screens differ
+        env.step(1)
+    start = ale.cloneState()
+    observation, _, _ = env.noops_after_life_loss()
+    ale.restoreState(start)
+    screens = []
+    for _ in range(2):
+        ale.act(0)
+        screens.append(ale.getScreenGrayscale())
+    env.close()
+    assert not np.array_equal(screens[0], screens[1])
+    expected = cv2.resize(np.maximum(*screens), (84, 84), interpolation=cv2.INTER_AREA)
+    np.testing.assert_array_equal(observation, expected)

@@ -1,0 +1,92 @@
+"""The loop's rules on hand-built cases: ε before and after learning starts, and what a lost
+life does to the stored episode and the acting state under each `train.life_loss` rule."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+import train
+from training.checkpoints import CheckpointStore
+from training.loop import Components, StopRequest, Training
+
+CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
+LIFE_LOST_AT = 3  # the scripted env loses a life on its 3rd step
+
+
+def config(*overrides: str):
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        return compose(config_name="config", overrides=["experiment=demo", *overrides])
+
+
+class ScriptedEnv:
+    """Frame n of the game is filled with n; a life is lost on step LIFE_LOST_AT; the no-ops
+    after it show frame 100 (the game goes on)."""
+
+    def __init__(self):
+        self.frame_number, self.noop_calls = 0, 0
+
+    def _frame(self, value: int) -> np.ndarray:
+        return np.full((84, 84), value, dtype=np.uint8)
+
+    def reset(self, seed=None):
+        self.frame_number = 0
+        return self._frame(1), {"episode_frame_number": 0}
+
+    def step(self, action):
+        self.frame_number += 1
+        info = {"life_lost": self.frame_number == LIFE_LOST_AT, "episode_frame_number": 0}
+        return self._frame(1 + self.frame_number), 0.0, False, False, info
+
+    def noops_after_life_loss(self):
+        self.noop_calls += 1
+        return self._frame(100), False, {"episode_frame_number": 0}
+
+
+def training_after(steps: int, tmp_path, *overrides: str) -> Training:
+    cfg = config("env.game=breakout", "replay.capacity=50", *overrides)
+    built = train.build(cfg)
+    built.env.close()
+    parts = Components(ScriptedEnv(), built.agent, built.replay, built.frame_stack, 0, built.rngs)
+    training = Training(parts, cfg, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest())
+    training.start(None)
+    for _ in range(steps):
+        training.step += 1
+        training._act_and_store()
+    training.progress.close()
+    return training
+
+
+def test_new_episode_rule_restarts_the_stack_after_the_no_ops(tmp_path):
+    training = training_after(LIFE_LOST_AT + 1, tmp_path, "train.life_loss=new_episode")
+    storage = training.parts.replay.storage
+    assert training.parts.env.noop_calls == 1
+    # Slots: 0..3 the first life (frames 1..4, the last marked terminal), 4.. the next one.
+    assert storage.terminals[LIFE_LOST_AT - 1] == 1.0
+    assert storage.episode_starts[LIFE_LOST_AT + 1]
+    assert storage.frames[LIFE_LOST_AT + 1, 0, 0] == 100
+    states = np.empty((1, 4, 84, 84), dtype=np.uint8)
+    storage.gather_states(np.array([LIFE_LOST_AT + 1]), out=states)
+    assert [int(f[0, 0]) for f in states[0]] == [0, 0, 0, 100]
+    # The acting state follows the same rule: frame 100, then the next step's frame 5.
+    assert [int(f[0, 0]) for f in training.parts.frame_stack.state] == [0, 0, 100, 5]
+
+
+def test_stop_bootstrap_rule_only_marks_the_terminal(tmp_path):
+    training = training_after(LIFE_LOST_AT + 1, tmp_path, "train.life_loss=stop_bootstrap")
+    storage = training.parts.replay.storage
+    assert training.parts.env.noop_calls == 0
+    assert storage.terminals[LIFE_LOST_AT - 1] == 1.0
+    assert not storage.episode_starts[1:].any()
+    assert [int(f[0, 0]) for f in training.parts.frame_stack.state] == [2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(
+    ("step", "expected"), [(0, 1.0), (1_000, 1.0), (3_500, 0.505), (6_000, 0.01), (9_000, 0.01)]
+)
+def test_epsilon_is_1_until_learning_starts_then_anneals(step, expected, tmp_path):
+    # demo: learning starts at 1,000 steps, ε anneals 1 -> 0.01 over the next 5,000.
+    training = training_after(0, tmp_path)
+    training.step = step
+    assert training.epsilon() == pytest.approx(expected)
