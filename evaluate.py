@@ -93,7 +93,7 @@ def check_options(options: dict) -> None:
     if options["protocol"] == "human_starts" and not options["start_states"]:
         raise ValueError(
             "protocol=human_starts needs start_states=FILE.npz (or a directory of "
-            "<rom_id>.npz); make one with python -m envs.start_states sample"
+            "<rom_id>.npz); make one with python -m evaluation.start_states sample"
         )
     for key in ("episodes", "bootstrap_reps"):
         value = options[key]

@@ -41,11 +41,13 @@ OmegaConf.register_new_resolver(
 _STARTED_NS = time.time_ns()
 
 
-def build_sampler(replay: DictConfig, rng: np.random.Generator) -> Sampler:
+def build_sampler(replay: DictConfig, td_error_clip: float, rng: np.random.Generator) -> Sampler:
     if replay.kind == "uniform":
         return UniformSampler(replay.capacity, rng)
     prioritized = dict(
-        priority_exponent=replay.priority_exponent, priority_epsilon=replay.priority_epsilon
+        priority_exponent=replay.priority_exponent,
+        priority_epsilon=replay.priority_epsilon,
+        td_error_clip=td_error_clip,  # one clip for the loss and the priorities
     )
     if replay.kind == "proportional":
         return ProportionalSampler(replay.capacity, rng, **prioritized)
@@ -63,11 +65,13 @@ def build(cfg: DictConfig) -> Components:
         "evaluation": np.random.default_rng(evaluation_seed),
     }
     env = make_env(seed=int(env_seed), **cfg.env)
-    agent = DoubleDQN(env.action_space.n, rng=rngs["agent"], **cfg.agent)
+    agent = DoubleDQN(
+        env.action_space.n, rng=rngs["agent"], batch_size=cfg.train.batch_size, **cfg.agent
+    )
     storage = FrameStorage(
         cfg.replay.capacity, cfg.agent.history_length, (cfg.env.screen_size,) * 2
     )
-    sampler = build_sampler(cfg.replay, rngs["sampler"])
+    sampler = build_sampler(cfg.replay, cfg.agent.td_error_clip, rngs["sampler"])
     replay = ReplayBuffer(storage, sampler, cfg.train.batch_size, cfg.replay.weight_normalization)
     frame_stack = FrameStack(cfg.agent.history_length, (cfg.env.screen_size,) * 2)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)

@@ -117,7 +117,8 @@ class PinnedStaging:
 class DoubleDQN:
     """Online and target NatureQNetworks and a CenteredRMSProp on the online parameters.
 
-    Keyword names equal the keys of configs/agent/double_dqn.yaml. `rng` is the only source
+    Keyword names equal the keys of configs/agent/double_dqn.yaml, plus `batch_size` (the
+    loop's `train.batch_size`, which sets the optimizer's ε). `rng` is the only source
     of randomness: it seeds the network initialisation and draws exploratory actions.
     The target network only changes through `sync_target` (or `load_state_dict`).
     `single_forward` (True on CUDA) picks how `learn` evaluates next states; see `_online_q`.
@@ -133,10 +134,9 @@ class DoubleDQN:
         discount: float = 0.99,
         learning_rate: float = 0.00025,
         rmsprop_decay: float = 0.95,
-        # DeepMind: eps 0.01 with a loss SUMMED over 32; our loss is a mean (grads 32x
-        # smaller), and eps/32**2 inside the sqrt gives exactly the same update.
-        rmsprop_epsilon: float = 0.01 / 32**2,
+        rmsprop_epsilon: float = 0.01,
         td_error_clip: float = 1.0,
+        batch_size: int = 32,
     ) -> None:
         if not 0.0 <= discount <= 1.0:
             raise ValueError(f"agent.discount must be in [0, 1], got {discount}")
@@ -154,8 +154,14 @@ class DoubleDQN:
             self.target = NatureQNetwork(num_actions, history_length).to(self.device)
         self.target.requires_grad_(False)
         self.sync_target()
+        # `rmsprop_epsilon` is DeepMind's, for a loss summed over the minibatch. Ours is the
+        # mean (gradients B times smaller), and ε / B² inside the square root gives exactly
+        # the summed loss's update, at any batch size B.
         self.optimizer = CenteredRMSProp(
-            self.online.parameters(), lr=learning_rate, decay=rmsprop_decay, epsilon=rmsprop_epsilon
+            self.online.parameters(),
+            lr=learning_rate,
+            decay=rmsprop_decay,
+            epsilon=rmsprop_epsilon / batch_size**2,
         )
         self._staging = PinnedStaging(self.device) if self.device.type == "cuda" else None
         self.single_forward = self.device.type == "cuda"  # see _online_q

@@ -45,7 +45,7 @@ def _store_priorities(raw, leaves, block_sums, stale_blocks, indices, priorities
 class ProportionalSampler:
     """Draws slot i with probability P(i) = p_i^α / Σ_k p_k^α (the paper's Equation 1).
 
-    p is the raw priority min(|δ|, 1) + ε of `priorities_from_td_errors`; α
+    p is the raw priority min(|δ|, clip) + ε of `priorities_from_td_errors`; α
     (`priority_exponent`) is applied exactly once, when a leaf of the sum tree is written.
     A new transition gets the largest raw priority ever written (starting at 1, Algorithm 1
     line 6); that running maximum is kept in raw space and only raised to α on the way into
@@ -70,6 +70,7 @@ class ProportionalSampler:
         *,
         priority_exponent: float = 0.6,
         priority_epsilon: float = 0.01,
+        td_error_clip: float = 1.0,
     ):
         if not priority_epsilon > 0.0:
             raise ValueError(f"priority_epsilon must be positive, got {priority_epsilon}")
@@ -81,6 +82,7 @@ class ProportionalSampler:
         self._max_priority = 1.0
         self.priority_exponent = float(priority_exponent)
         self.priority_epsilon = float(priority_epsilon)
+        self.td_error_clip = float(td_error_clip)  # the learner's clip (`agent.td_error_clip`)
 
     def add(self, index: int) -> None:
         """Makes a slot sampleable as a new transition with the maximal raw priority."""
@@ -106,9 +108,11 @@ class ProportionalSampler:
         return self._tree.sample(self._rng.random(batch_size))
 
     def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Sets p = min(|δ|, 1) + ε for sampleable slots; a repeated slot keeps its last δ."""
+        """Sets p = min(|δ|, clip) + ε for sampleable slots; a repeated slot keeps its last δ."""
         indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-        priorities = priorities_from_td_errors(td_errors, self.priority_epsilon).reshape(-1)
+        priorities = priorities_from_td_errors(
+            td_errors, self.priority_epsilon, self.td_error_clip
+        ).reshape(-1)
         if indices.shape != priorities.shape:
             raise ValueError(f"{indices.size} indices but {priorities.size} TD errors")
         tree = self._tree

@@ -94,7 +94,7 @@ class RankBasedSampler:
     """Draws slots with P(rank) ∝ rank^−α, the paper's rank-based prioritization, implemented
     as the paper did it (Appendix B.2.1). Read this before trusting a number it returns.
 
-    Priorities. The raw priority p = min(|δ|, 1) + ε (`priorities_from_td_errors`) only orders
+    Priorities. The raw priority p = min(|δ|, clip) + ε (`priorities_from_td_errors`) only orders
     transitions; α (`priority_exponent`) enters once, in the rank distribution. A new
     transition gets the largest raw priority ever written (1 at first, Algorithm 1), and with
     ties rising it goes to the top of the heap: a new transition enters at rank 1.
@@ -150,6 +150,7 @@ class RankBasedSampler:
         *,
         priority_exponent: float = 0.7,
         priority_epsilon: float = 0.01,
+        td_error_clip: float = 1.0,
         resort_period: int = 1_000_000,
     ):
         if capacity < 1:
@@ -167,6 +168,7 @@ class RankBasedSampler:
         self._adds_since_resort = 0
         self._last_batch_size = 0
         self.priority_epsilon = float(priority_epsilon)
+        self.td_error_clip = float(td_error_clip)  # the learner's clip (`agent.td_error_clip`)
         self.resort_period = int(resort_period)
         self.set_priority_exponent(priority_exponent)
 
@@ -206,9 +208,12 @@ class RankBasedSampler:
         return slots, probabilities
 
     def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Re-keys sampleable slots with p = min(|δ|, 1) + ε; a repeated slot keeps its last δ."""
+        """Re-keys sampleable slots with p = min(|δ|, clip) + ε; a repeated slot keeps its
+        last δ."""
         indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-        priorities = priorities_from_td_errors(td_errors, self.priority_epsilon).reshape(-1)
+        priorities = priorities_from_td_errors(
+            td_errors, self.priority_epsilon, self.td_error_clip
+        ).reshape(-1)
         if indices.shape != priorities.shape:
             raise ValueError(f"{indices.size} indices but {priorities.size} TD errors")
         status, largest = heap_update(

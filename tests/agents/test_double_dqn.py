@@ -311,3 +311,11 @@ def test_staging_buffers_copy_and_are_reused():
     larger = random_batch(batch_size=6)
     resized = staging.to_device((larger.all_states, larger.actions, larger.weights))
     assert resized[0].shape == (12, 4, 84, 84)
+
+
+@pytest.mark.parametrize("batch_size", [16, 32, 64])
+def test_rmsprop_epsilon_gives_the_summed_loss_update_at_any_batch_size(batch_size):
+    """DeepMind's ε (0.01) is for a minibatch-summed loss; for our mean loss the optimizer
+    needs ε / B² (tests/agents/test_optimizer.py proves the scaling rule)."""
+    agent = make_agent(rmsprop_epsilon=0.01, batch_size=batch_size)
+    assert agent.optimizer.param_groups[0]["epsilon"] == 0.01 / batch_size**2

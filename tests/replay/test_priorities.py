@@ -70,3 +70,17 @@ def test_buffer_normalization_needs_min_probability():
 def test_unknown_normalization_is_refused():
     with pytest.raises(ValueError, match="normalization"):
         importance_weights(np.array([0.5, 0.5]), 0.5, "global")
+
+
+@pytest.mark.parametrize("kind", ["proportional", "rank_based"])
+def test_samplers_clip_td_errors_with_the_learners_clip(kind):
+    from replay.proportional import ProportionalSampler
+    from replay.rank_based import RankBasedSampler
+
+    sampler_class = {"proportional": ProportionalSampler, "rank_based": RankBasedSampler}[kind]
+    sampler = sampler_class(4, np.random.default_rng(0), td_error_clip=2.0)
+    for slot in range(3):
+        sampler.add(slot)
+    sampler.update(np.arange(3), np.array([-5.0, 1.5, 0.25]))
+    assert sorted(sampler.priorities()) == pytest.approx([0.26, 1.51, 2.01])
+    assert sampler.max_priority == pytest.approx(2.01)
