@@ -1,9 +1,8 @@
-"""End to end, with real processes: a run killed by SIGKILL at an arbitrary moment, or stopped by
+"""End to end, with real processes: a run killed by SIGKILL at a given step, or stopped by
 SIGTERM, and resumed, ends exactly as the uninterrupted run: the same TensorBoard scalars at the
 same steps and bit-identical final weights. SIGINT checkpoints and exits 130."""
 
 import os
-import random
 import re
 import signal
 import subprocess
@@ -47,12 +46,30 @@ STOPPED = re.compile(
 )
 
 
-def launch(run_dir: Path, *arguments: str) -> subprocess.Popen:
+# `python -c KILLER STEP ARGUMENTS...` runs train.py and SIGKILLs itself just before agent step
+# STEP: a kill at a repeatable moment, so the test cannot pass or fail by timing luck.
+KILLER = """
+import os, runpy, signal, sys
+from training import loop
+kill_step = int(sys.argv.pop(1))
+act_and_store = loop.Training._act_and_store
+def act_and_store_or_die(self):
+    if self.step == kill_step:
+        os.kill(os.getpid(), signal.SIGKILL)
+    act_and_store(self)
+loop.Training._act_and_store = act_and_store_or_die
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def launch(run_dir: Path, *arguments: str, kill_at_step: int | None = None) -> subprocess.Popen:
     """Start `python train.py`; its stderr goes to <run_dir>.stderr, beside the run."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
+    program = ["train.py"] if kill_at_step is None else ["-c", KILLER, str(kill_at_step)]
     with open(run_dir.parent / f"{run_dir.name}.stderr", "a") as log:
         return subprocess.Popen(
-            [sys.executable, "train.py", *arguments],
+            [sys.executable, *program, *arguments],
             cwd=ROOT,
             env=ENVIRONMENT,
             stdout=subprocess.DEVNULL,
@@ -126,19 +143,17 @@ def reference(tmp_path_factory) -> Path:
     return run_dir
 
 
-def test_a_run_killed_at_an_arbitrary_moment_and_resumed_is_the_uninterrupted_run(
-    reference, tmp_path
+@pytest.mark.parametrize(("kill_at_step", "checkpoint_step"), [(150, 100), (201, 200)])
+def test_a_run_killed_and_resumed_is_the_uninterrupted_run(
+    reference, tmp_path, kill_at_step, checkpoint_step
 ):
+    """Killed between two checkpoints (its last 50 steps are lost and replayed) and right
+    after one."""
     run_dir = tmp_path / "run"
-    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
-    first_checkpoint(run_dir, process)
-    delay = random.uniform(0.0, 1.0)
-    time.sleep(delay)
-    process.kill()
-    assert process.wait() == -signal.SIGKILL
-    assert not (run_dir / "agent_final.pt").exists(), f"finished before the kill ({delay=})"
-    resumed_from = CheckpointStore(run_dir / "checkpoints").read_latest()["step"]
-    assert resumed_from in (100, 200, 300)
+    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}", kill_at_step=kill_at_step)
+    assert process.wait(timeout=600) == -signal.SIGKILL, stderr(run_dir)
+    assert not (run_dir / "agent_final.pt").exists()
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == checkpoint_step
     complete(run_dir, f"resume={run_dir}")
     assert_same_run(run_dir, reference)
 
