@@ -1,1 +1,3 @@
-"""Reports over Hydra multirun sweeps of train.py: `python -m reporting MULTIRUN_DIR`."""
+"""Reports over train.py runs: `python -m reporting MULTIRUN_DIR` (the sweep report), `python -m
+reporting export RUNS --out results` (publishable files) and `python -m reporting published
+results` (the exported runs beside Dopamine's published curves)."""

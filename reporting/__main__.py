@@ -12,13 +12,26 @@ import argparse
 import sys
 from pathlib import Path
 
+from reporting import export, published
 from reporting.plots import plot_all
 from reporting.report import build_report, markdown
 
+COMMANDS_HELP = """other commands (each has its own --help):
+  python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results
+      small publishable files of each run: config, periodic tests, training returns
+  python -m reporting published results --out results/report
+      the exported runs beside Dopamine's published DQN and Rainbow curves
+(a multirun directory named `export` or `published`: write it ./export)"""
 
-def main(argv=None) -> Path:
-    parser = argparse.ArgumentParser(prog="python -m reporting", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+
+def _parser(command: str, doc: str, **kwargs) -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog=f"python -m reporting{command}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   **kwargs)
+
+
+def sweep_main(argv) -> Path:
+    parser = _parser("", __doc__, epilog=COMMANDS_HELP)
     parser.add_argument("multirun_dir", type=Path, help="a Hydra sweep directory (or one run)")
     parser.add_argument("--out", type=Path, default=None,
                         help="where the report goes (default: MULTIRUN_DIR/report)")
@@ -35,6 +48,46 @@ def main(argv=None) -> Path:
     (out / "report.md").write_text(markdown(report, args.multirun_dir, figures))
     print(f"wrote {out / 'report.md'} and {len(figures)} figures", file=sys.stderr)
     return out / "report.md"
+
+
+def export_main(argv) -> list[Path]:
+    parser = _parser(" export", export.__doc__)
+    parser.add_argument("runs", type=Path, nargs="+", help="run or multirun directories")
+    parser.add_argument("--out", type=Path, required=True, help="the results directory")
+    args = parser.parse_args(argv)
+    try:
+        written, notes = export.export_runs(args.runs, args.out)
+    except (ValueError, OSError) as error:
+        parser.exit(2, f"error: {error}\n")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"exported {len(written)} run(s) into {args.out}", file=sys.stderr)
+    return written
+
+
+def published_main(argv) -> Path:
+    parser = _parser(" published", published.__doc__)
+    parser.add_argument("results_dir", type=Path, help="a directory of exported runs")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the report goes (default: RESULTS_DIR/report)")
+    args = parser.parse_args(argv)
+    try:
+        path = published.build(args.results_dir, args.out or args.results_dir / "report")
+    except (ValueError, OSError) as error:
+        parser.exit(2, f"error: {error}\n")
+    print(f"wrote {path}", file=sys.stderr)
+    return path
+
+
+COMMANDS = {"export": export_main, "published": published_main}
+
+
+def main(argv=None):
+    """The sweep report, unless the first argument names another command."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    return sweep_main(argv)
 
 
 if __name__ == "__main__":

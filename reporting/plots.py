@@ -1,8 +1,10 @@
-"""The sweep's figures: learning curves per game (median and interquartile range over seeds,
-as the paper's Figure 8) and the learning-speed summary (Figure 4)."""
+"""The reports' figures: the sweep's learning curves per game (median and interquartile range
+over seeds, as the paper's Figure 8) and learning-speed summary (Figure 4); exported runs beside
+Dopamine's published curves."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
@@ -10,10 +12,14 @@ from envs.games import resolve_game
 from reporting import curves
 from reporting.report import Group, Report
 
+if TYPE_CHECKING:  # published.py draws with this module: no import cycle at run time
+    from reporting.published import Band, Variant
+
 # The paper's colours: black uniform, red rank-based, blue proportional.
 COLOURS = {"uniform": "black", "rank_based": "red", "proportional": "blue"}
 LABELS = {"uniform": "uniform (Double DQN)", "rank_based": "rank-based",
           "proportional": "proportional"}
+DOPAMINE_COLOURS = {"DQN": "darkorange", "Rainbow": "purple"}
 
 
 def _colour(kind: str) -> str:
@@ -38,6 +44,33 @@ def plot_learning_curves(groups: Sequence[Group], bins: int, ylabel: str, path: 
     axes.set_ylabel(ylabel)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def _band(axes, band: "Band", colour: str, label: str, **line) -> None:
+    millions = band.frames / 1e6
+    axes.plot(millions, band.median, color=colour, label=label, linewidth=1.5, **line)
+    axes.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
+
+
+def plot_published(variants: Sequence["Variant"], dopamine: Mapping[str, "Band"],
+                   path: Path) -> None:
+    """One game: each variant's periodic-test score (median, min–max band over runs) and
+    Dopamine's published curves dashed, against frames."""
+    figure = Figure(figsize=(7, 4.5), dpi=100)
+    axes = figure.subplots()
+    for variant in variants:
+        label = f"{LABELS.get(variant.kind, variant.kind)} ({len(variant.runs)} runs)"
+        _band(axes, variant.band, _colour(variant.kind), label, marker=".")
+    for agent, band in dopamine.items():
+        _band(axes, band, DOPAMINE_COLOURS[agent], f"Dopamine {agent} (training returns, "
+              "sticky actions; reference only)", linestyle="--")
+    axes.set_title(f"{resolve_game(variants[0].game).name}: periodic test (no-op starts)")
+    axes.set_xlabel("emulator frames (millions)")
+    axes.set_ylabel("score (median, min–max over runs)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path)
 

@@ -79,12 +79,16 @@ def build_report(multirun_dir: Path) -> Report:
     return Report(runs[0].tag, bins, groups, curves.learning_speed(medians, random_scores), notes)
 
 
-def _score(value: float) -> str:
+def format_score(value: float) -> str:
     return "–" if value is None or np.isnan(value) else f"{value:.1f}"
 
 
-def _percent(value: float | None) -> str:
+def format_percent(value: float | None) -> str:
     return "–" if value is None or np.isnan(value) else f"{100 * value:.1f} %"
+
+
+def markdown_row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
 
 
 def game_rows(report: Report) -> list[str]:
@@ -102,16 +106,16 @@ def game_rows(report: Report) -> list[str]:
             best_so_far = curves.normalized(curves.running_max(group.median), game.noop_random,
                                             baseline)
             versus, reaches = best_so_far[-1], curves.equivalence_point(best_so_far)
-        rows.append(f"| {game.name} | {group.kind} | {len(group.seeds)} | {_score(final)} | "
-                    f"{_score(best)} | {_percent(human[0])} | {_percent(human[1])} | "
-                    f"{_percent(versus)} | {_percent(reaches)} |")
+        cells = [game.name, group.kind, str(len(group.seeds)), format_score(final),
+                 format_score(best), *map(format_percent, (*human, versus, reaches))]
+        rows.append(markdown_row(cells))
     return rows
 
 
 def speed_rows(report: Report) -> list[str]:
-    return [f"| {s.kind} | {s.games} | {_percent(s.best_so_far[-1])} | "
-            f"{_percent(s.best_equivalence)} | {_percent(s.mean_so_far[-1])} | "
-            f"{_percent(s.mean_equivalence)} |" for s in report.speeds]
+    return [f"| {s.kind} | {s.games} | {format_percent(s.best_so_far[-1])} | "
+            f"{format_percent(s.best_equivalence)} | {format_percent(s.mean_so_far[-1])} | "
+            f"{format_percent(s.mean_equivalence)} |" for s in report.speeds]
 
 
 def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import (
     SCALARS,
+    TENSORS,
     EventAccumulator,
 )
 
@@ -32,6 +33,11 @@ class RunInfo:
     kind: str
     seed: int
     total_steps: int
+    frame_skip: int = 4
+
+    @property
+    def total_frames(self) -> int:
+        return self.total_steps * self.frame_skip
 
 
 @dataclass(frozen=True)
@@ -57,23 +63,52 @@ def find_runs(root: Path) -> list[RunInfo]:
             kind=str(config.replay.kind),
             seed=int(config.seed),
             total_steps=int(config.train.total_steps),
+            frame_skip=int(OmegaConf.select(config, "env.frame_skip", default=4)),
         ))
     return runs
 
 
-def read_scalars(tensorboard_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """tag -> (steps, values), sorted by step; a step logged twice (a resumed run repeating
-    a stretch) keeps its last value. A missing directory (a run that never logged) has none."""
+TEXT_SUFFIX = "/text_summary"  # what SummaryWriter.add_text appends to the tag
+
+
+def read_events(tensorboard_dir: Path) -> EventAccumulator | None:
+    """Every event of the run's event files (no reservoir sampling); None without a
+    directory (a run that never logged)."""
     if not tensorboard_dir.is_dir():
-        return {}
-    accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0})
+        return None
+    accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0, TENSORS: 0})
     accumulator.Reload()
+    return accumulator
+
+
+def _latest_per_step(events, value) -> dict[int, object]:
+    """A step logged twice (a resumed run repeating a stretch) keeps its last value."""
+    return {event.step: value(event) for event in events}
+
+
+def scalars_of(events: EventAccumulator | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """tag -> (steps, values), sorted by step."""
     curves = {}
-    for tag in accumulator.Tags()[SCALARS]:
-        latest = {event.step: event.value for event in accumulator.Scalars(tag)}
+    for tag in events.Tags()[SCALARS] if events else ():
+        latest = _latest_per_step(events.Scalars(tag), lambda event: event.value)
         steps = np.array(sorted(latest), dtype=np.int64)
         curves[tag] = (steps, np.array([latest[s] for s in steps], dtype=np.float64))
     return curves
+
+
+def texts_of(events: EventAccumulator | None) -> dict[str, dict[int, str]]:
+    """tag (as given to add_text) -> {step: text}."""
+    texts = {}
+    for tag in events.Tags()[TENSORS] if events else ():
+        if events.SummaryMetadata(tag).plugin_data.plugin_name == "text":
+            texts[tag.removesuffix(TEXT_SUFFIX)] = _latest_per_step(
+                events.Tensors(tag), lambda event: event.tensor_proto.string_val[0].decode()
+            )
+    return texts
+
+
+def read_scalars(tensorboard_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    return scalars_of(read_events(tensorboard_dir))
 
 
 def load_runs(infos: Sequence[RunInfo]) -> tuple[list[Run], list[str]]:
