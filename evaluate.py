@@ -33,6 +33,7 @@ from pathlib import Path
 import ale_py
 import numpy as np
 
+from artifacts.command_line import unwritable_reason
 from envs.atari import make_env
 from envs.games import PROTOCOLS, normalized_score
 from envs.start_states import load_start_states
@@ -44,7 +45,7 @@ from evaluation.protocols import (
     evaluate_noop,
 )
 from evaluation.report import RunScore, format_table, game_rows, summaries, write_report
-from evaluation.runs import RunSpec, find_runs
+from evaluation.runs import RunSpec, find_snapshots
 from evaluation.snapshot import load_agent_snapshot
 
 DEFAULTS = {
@@ -115,7 +116,13 @@ def check_options(options: dict) -> None:
 def run(path: Path, options: dict) -> None:
     """Evaluate every run under ``path``, print the table, write JSON and CSV."""
     protocol = options["protocol"]
-    specs = find_runs(path, options["snapshot"])
+    specs = find_snapshots(path, options["snapshot"])
+    output = (
+        Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
+    )
+    reason = unwritable_reason(output)
+    if reason is not None:  # found now, not after the whole evaluation
+        raise ValueError(f"output={output} cannot be used: {reason}")
     streams = np.random.SeedSequence(options["seed"]).spawn(len(specs))
     scores, sources = [], set()
     for spec, stream in zip(specs, streams, strict=True):
@@ -127,9 +134,6 @@ def run(path: Path, options: dict) -> None:
     rows = game_rows(scores, protocol)
     summary = summaries(scores, rows, reps=options["bootstrap_reps"], seed=options["seed"])
     print(format_table(protocol, header, rows, summary))
-    output = (
-        Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
-    )
     for written in write_report(output, protocol, header, scores, rows, summary):
         print(f"wrote {written}")
 

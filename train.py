@@ -21,15 +21,23 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
+from artifacts.atomic import write_atomically
+from artifacts.run_directory import RunDirectory
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
-from replay.proportional import ProportionalSampler
-from replay.rank_based import RankBasedSampler
-from replay.sampler import Sampler, UniformSampler
+from replay.registry import build_sampler
 from replay.storage import FrameStorage
-from training.checkpoints import CheckpointError, CheckpointStore, write_atomically
-from training.loop import Components, NonFiniteLearning, StopRequest, Training
+from training.checkpoints import CheckpointError, CheckpointStore
+from training.loop import Components, LearningDiverged, StopRequest, Training
+from training.plain_config import plain_config
+from training.run_guard import (
+    RunDirectoryError,
+    check_command_line,
+    lock_run_directory,
+    torch_threads,
+)
+from training.run_state import check_resumable
 from training.validation import validate_config
 
 # `hydra.run.dir` is the resumed run's directory when `resume` is set.
@@ -39,19 +47,6 @@ OmegaConf.register_new_resolver(
 
 # Hydra creates the run directory before `main` runs; see `_remove_created_directories`.
 _STARTED_NS = time.time_ns()
-
-
-def build_sampler(replay: DictConfig, td_error_clip: float, rng: np.random.Generator) -> Sampler:
-    if replay.kind == "uniform":
-        return UniformSampler(replay.capacity, rng)
-    prioritized = dict(
-        priority_exponent=replay.priority_exponent,
-        priority_epsilon=replay.priority_epsilon,
-        td_error_clip=td_error_clip,  # one clip for the loss and the priorities
-    )
-    if replay.kind == "proportional":
-        return ProportionalSampler(replay.capacity, rng, **prioritized)
-    return RankBasedSampler(replay.capacity, rng, **prioritized, resort_period=replay.resort_period)
 
 
 def build(cfg: DictConfig) -> Components:
@@ -71,21 +66,19 @@ def build(cfg: DictConfig) -> Components:
     storage = FrameStorage(
         cfg.replay.capacity, cfg.agent.history_length, (cfg.env.screen_size,) * 2
     )
-    sampler = build_sampler(cfg.replay, cfg.agent.td_error_clip, rngs["sampler"])
+    # One TD-error clip for the loss and the priorities.
+    sampler_settings = {**cfg.replay, "td_error_clip": cfg.agent.td_error_clip}
+    sampler = build_sampler(cfg.replay.kind, sampler_settings, rngs["sampler"])
     replay = ReplayBuffer(storage, sampler, cfg.train.batch_size, cfg.replay.weight_normalization)
     frame_stack = FrameStack(cfg.agent.history_length, (cfg.env.screen_size,) * 2)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
-
-
-class RunDirectoryError(ValueError):
-    """The run directory holds another run."""
 
 
 def claim_run_directory(run_dir: Path, cfg: DictConfig) -> None:
     """Write the resolved config, or check that the directory's run has the same one."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("resume", None)
-    path = run_dir / "config.yaml"
+    path = RunDirectory(run_dir).config_file
     if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
         write_atomically(path, OmegaConf.to_yaml(resolved).encode())
@@ -118,7 +111,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
     command-line override must agree with."""
     if cfg.resume is None:
         return cfg
-    path = Path(cfg.resume) / "config.yaml"
+    path = RunDirectory(Path(cfg.resume)).config_file
     if not path.is_file():
         raise RunDirectoryError(f"resume={cfg.resume} is not a run directory: no {path.name}")
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -166,29 +159,41 @@ def _fail(error: Exception, status: int) -> NoReturn:
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
+        lock_run_directory(run_dir)
+    except RunDirectoryError as error:
+        _fail(error, 2)  # another process owns the directory: leave it alone
+    try:
         cfg = run_config(cfg)
         validate_config(cfg)
         claim_run_directory(run_dir, cfg)
-        checkpoints = CheckpointStore(run_dir / "checkpoints", cfg.checkpoint.keep)
+        checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
+        if checkpoint is not None:
+            check_resumable(checkpoint, plain_config(cfg))
     except (ValueError, CheckpointError) as error:
         _remove_created_directories(run_dir)
         _fail(error, 2)
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
+    torch.set_num_threads(torch_threads(cfg.threads))
     parts = build(cfg)
     training = Training(parts, cfg, run_dir, checkpoints, stop)
     try:
         training.start(checkpoint)
         stopped_by = training.run()
-    except (CheckpointError, NonFiniteLearning, NonFiniteTDErrors) as error:
+    except (CheckpointError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)
+    except KeyboardInterrupt:  # a second SIGINT: stop at once, from wherever the loop was
+        stopped_by = signal.SIGINT
     finally:
         parts.env.close()
     if stopped_by is not None:
+        saved = checkpoints.latest_step()
+        since = "" if saved == training.step else f" from its checkpoint at step {saved}"
+        resume = f"resume{since} with: python train.py resume={run_dir}"
         print(
             f"stopped by {signal.Signals(stopped_by).name} at step {training.step}; "
-            f"resume with: python train.py resume={run_dir}",
+            + (resume if saved is not None else "no checkpoint was written"),
             file=sys.stderr,
         )
         # 0 after SIGTERM, so schedulers treat the preempted job as done and requeue it.
@@ -196,4 +201,8 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    try:
+        check_command_line(sys.argv[1:])
+    except RunDirectoryError as error:
+        _fail(error, 2)
     main()

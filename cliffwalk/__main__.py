@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from artifacts.command_line import OneLineParser, at_least, output_directory
 from cliffwalk.experiment import (
     DEFAULT_VARIANTS,
     FIGURE_VARIANTS,
@@ -31,25 +32,30 @@ TITLES = {
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m cliffwalk", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--min-n", type=int, default=2, help="smallest number of states")
-    parser.add_argument("--max-n", type=int, default=12, help="largest number of states")
-    parser.add_argument("--seeds", type=int, default=10, help="runs per variant and n")
-    parser.add_argument("--out", type=Path, default=Path("results/cliffwalk"))
-    parser.add_argument("--jobs", type=int, default=2, help="parallel worker processes")
+    parser = OneLineParser(prog="python -m cliffwalk", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--min-n", type=at_least(2), default=2, help="smallest number of states")
+    parser.add_argument("--max-n", type=at_least(2), default=12, help="largest number of states")
+    parser.add_argument("--seeds", type=at_least(1), default=10, help="runs per variant and n")
+    parser.add_argument("--out", type=output_directory, default=Path("results/cliffwalk"))
+    parser.add_argument("--jobs", type=at_least(1), default=2, help="parallel worker processes")
     parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
                         help="REPRESENTATION/STRATEGY, e.g. linear/proportional")
-    parser.add_argument("--max-updates", type=float, default=1e7,
+    parser.add_argument("--max-updates", type=at_least(1.0, float), default=1e7,
                         help="cap per run; capped runs are reported as such")
-    parser.add_argument("--proportional-exponent", type=float, default=0.6, help="α")
-    parser.add_argument("--rank-exponent", type=float, default=0.7, help="α")
-    parser.add_argument("--priority-epsilon", type=float, default=0.01, help="ε")
-    parser.add_argument("--rank-segments", type=int, default=32,
+    parser.add_argument("--proportional-exponent", type=at_least(0.0, float), default=0.6,
+                        help="α")
+    parser.add_argument("--rank-exponent", type=at_least(0.0, float), default=0.7, help="α")
+    parser.add_argument("--priority-epsilon", type=at_least(0.0, float, strict=True),
+                        default=0.01, help="ε")
+    parser.add_argument("--rank-segments", type=at_least(1), default=32,
                         help="k equal-probability segments of the rank-based sampler")
     parser.add_argument("--replot", action="store_true",
                         help="only redraw figures and summary from OUT/cliffwalk.csv")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.max_n < args.min_n:
+        parser.error(f"--max-n {args.max_n} is not allowed: must be >= --min-n ({args.min_n})")
+    return args
 
 
 def settings_from(args: argparse.Namespace) -> ReplaySettings:

@@ -86,7 +86,8 @@ def make_env(
 
 class _EpisodeInfo(gym.Wrapper):
     """Adds ``lives``/``life_lost``/``episode_frame_number`` to info, applies the frame cap and
-    the construction seed."""
+    the construction seed; the outermost layer, so it is what implements
+    :class:`envs.interface.TrainingEnv` for Atari."""
 
     def __init__(self, env: gym.Env, *, seed: int, max_episode_frames: int):
         super().__init__(env)
@@ -137,6 +138,34 @@ class _EpisodeInfo(gym.Wrapper):
         observation = preprocessing._get_obs()  # the wrapper's own max-pool and resize
         return observation, terminated, self._annotate({}, life_lost=False)
 
+    def capture_state(self) -> dict[str, Any]:
+        """Everything needed to continue exactly from this moment: the emulator (with its
+        random generator), the no-op generator, the wrappers' counters and the max-pooling
+        buffer (a step that ends the game mid-skip returns a max over the step before's
+        frames). Plain data: bytes, ints, bools and a uint8 array."""
+        preprocessing = _preprocessing(self.env)
+        return {
+            "obs_buffer": np.stack(preprocessing.obs_buffer),
+            "ale": self.unwrapped.ale.cloneState(include_rng=True).serialize(),
+            "np_random": self.unwrapped.np_random.bit_generator.state,
+            "lives": self._lives,
+            "pending_seed": self._pending_seed,
+            "preprocessing_lives": preprocessing.lives,
+            "preprocessing_game_over": preprocessing.game_over,
+        }
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Go back to a captured state (this env must have been reset once)."""
+        self.unwrapped.ale.restoreState(ale_py.ALEState(state["ale"]))
+        self.unwrapped.np_random.bit_generator.state = state["np_random"]
+        self._lives = int(state["lives"])
+        self._pending_seed = state["pending_seed"]
+        preprocessing = _preprocessing(self.env)
+        preprocessing.lives = int(state["preprocessing_lives"])
+        preprocessing.game_over = bool(state["preprocessing_game_over"])
+        for buffer, saved in zip(preprocessing.obs_buffer, state["obs_buffer"], strict=True):
+            buffer[...] = saved
+
     def _annotate(self, info: dict[str, Any], *, life_lost: bool) -> dict[str, Any]:
         ale = self.unwrapped.ale
         info = dict(info)
@@ -146,36 +175,6 @@ class _EpisodeInfo(gym.Wrapper):
             episode_frame_number=ale.getEpisodeFrameNumber(),
         )
         return info
-
-
-def capture_env_state(env: gym.Env) -> dict[str, Any]:
-    """Everything needed to continue an env made by `make_env` exactly from this moment: the
-    emulator (with its random generator), the env's no-op generator, the wrappers' counters and
-    the max-pooling buffer (a step that ends the game in the middle of its frame skip returns
-    a max over frames of the step before). Plain data: bytes, ints, bools and a uint8 array."""
-    preprocessing = _preprocessing(env)
-    return {
-        "obs_buffer": np.stack(preprocessing.obs_buffer),
-        "ale": env.unwrapped.ale.cloneState(include_rng=True).serialize(),
-        "np_random": env.unwrapped.np_random.bit_generator.state,
-        "lives": env._lives,
-        "pending_seed": env._pending_seed,
-        "preprocessing_lives": preprocessing.lives,
-        "preprocessing_game_over": preprocessing.game_over,
-    }
-
-
-def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
-    """Put an env made by `make_env` (already reset once) back into a captured state."""
-    env.unwrapped.ale.restoreState(ale_py.ALEState(state["ale"]))
-    env.unwrapped.np_random.bit_generator.state = state["np_random"]
-    env._lives = int(state["lives"])
-    env._pending_seed = state["pending_seed"]
-    preprocessing = _preprocessing(env)
-    preprocessing.lives = int(state["preprocessing_lives"])
-    preprocessing.game_over = bool(state["preprocessing_game_over"])
-    for buffer, saved in zip(preprocessing.obs_buffer, state["obs_buffer"], strict=True):
-        buffer[...] = saved
 
 
 def _preprocessing(env: gym.Env) -> AtariPreprocessing:

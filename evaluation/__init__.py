@@ -1,8 +1,10 @@
-"""Evaluation of trained agents: snapshots, the no-op and human-starts protocols, reports.
+"""Evaluation of trained agents: the no-op and human-starts protocols, reports.
 
-The evaluator is plain functions with their own env and generator; it never imports `replay`.
+The evaluator is plain functions with their own env and generator, fed agent snapshots
+(`artifacts.snapshot`); it never imports `replay` or `training`.
 """
 
+from artifacts.snapshot import SnapshotInfo
 from evaluation.protocols import (
     HUMAN_STARTS_EPSILON,
     NOOP_EPSILON,
@@ -10,7 +12,7 @@ from evaluation.protocols import (
     evaluate_human_starts,
     evaluate_noop,
 )
-from evaluation.snapshot import SnapshotInfo, load_agent_snapshot, save_agent_snapshot
+from evaluation.snapshot import load_agent_snapshot
 
 __all__ = [
     "HUMAN_STARTS_EPSILON",
@@ -20,5 +22,4 @@ __all__ = [
     "evaluate_human_starts",
     "evaluate_noop",
     "load_agent_snapshot",
-    "save_agent_snapshot",
 ]

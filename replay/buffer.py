@@ -31,6 +31,17 @@ class Batch:
     weights: np.ndarray
 
 
+# Bytes per slot beyond its frame, an upper bound over the samplers: the storage's action,
+# reward and flags, the sampler's tree or heap arrays, and the replay statistics
+# (benchmarks/replay_memory.py measures 7,080-7,157 B in all for 84x84 frames).
+SLOT_OVERHEAD_BYTES = 160
+
+
+def memory_bytes(capacity: int, frame_shape: tuple[int, int]) -> int:
+    """What a full replay of `capacity` slots occupies, for a check before allocating it."""
+    return capacity * (int(np.prod(frame_shape)) + SLOT_OVERHEAD_BYTES)
+
+
 class NonFiniteTDErrors(FloatingPointError):
     """TD errors kept coming back NaN or infinite: the learner has diverged."""
 
@@ -124,6 +135,41 @@ class ReplayBuffer:
             indices, td_errors = indices[finite], td_errors[finite]
         self.sampler.update(indices, td_errors)
         self.statistics.learned(indices, td_errors)
+
+    @property
+    def max_priority(self) -> float:
+        """The raw priority a new transition gets (1 under uniform replay)."""
+        return self.sampler.max_priority
+
+    @property
+    def priority_exponent(self) -> float | None:
+        """α, or None for a sampler without one (uniform)."""
+        return getattr(self.sampler, "priority_exponent", None)
+
+    def set_priority_exponent(self, priority_exponent: float) -> None:
+        self.sampler.set_priority_exponent(priority_exponent)
+
+    def priorities(self) -> np.ndarray:
+        """Raw priorities of the sampleable transitions."""
+        return self.sampler.priorities()
+
+    def summary(self) -> dict[str, float]:
+        """Replay diagnostics for a log period (`ReplayStatistics.summary`)."""
+        return self.statistics.summary(self.storage.sampleable)
+
+    def td_error_profile(self) -> tuple[np.ndarray, np.ndarray]:
+        """Last-seen |δ| (NaN if never replayed) and replays per added transition since its
+        insertion, of each sampleable transition: the data of the paper's Figures 10–11."""
+        return self.statistics.profile(self.storage.sampleable)
+
+    @property
+    def frames(self) -> np.ndarray:
+        """The frame ring itself (checkpoints copy and restore it in place)."""
+        return self.storage.frames
+
+    @property
+    def frames_written(self) -> int:
+        return self.storage.frames_written
 
     def state_dict(self) -> dict:
         """The storage (without its frames), the sampler and the non-finite counters."""

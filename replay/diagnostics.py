@@ -59,6 +59,11 @@ class ReplayStatistics:
         self._sampled_ages_sum = self._sampled = 0
         return scalars
 
+    def profile(self, sampleable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Last-seen |δ| and replays per added transition since insertion, of live slots."""
+        age = np.maximum(self.added - self.added_at[sampleable], 1)
+        return self.last_abs_td_error[sampleable], self.replays[sampleable] / age
+
     def state_dict(self) -> dict:
         return {
             "replays": self.replays.copy(),

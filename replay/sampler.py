@@ -26,6 +26,8 @@ class Sampler(Protocol):
 
     def priorities(self) -> np.ndarray: ...
 
+    def set_priority_exponent(self, priority_exponent: float) -> None: ...
+
     def state_dict(self) -> dict: ...
 
     def load_state_dict(self, state: dict) -> None: ...
@@ -81,6 +83,9 @@ class UniformSampler:
 
     def priorities(self) -> np.ndarray:
         return np.ones(self._size)
+
+    def set_priority_exponent(self, priority_exponent: float) -> None:
+        """Every priority is 1, so α changes nothing."""
 
     @property
     def max_priority(self) -> float:

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from artifacts.command_line import OneLineParser, output_directory
 from reporting import export, published
 from reporting.plots import plot_all
 from reporting.report import build_report, markdown
@@ -25,20 +26,19 @@ COMMANDS_HELP = """other commands (each has its own --help):
 
 
 def _parser(command: str, doc: str, **kwargs) -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog=f"python -m reporting{command}", description=doc,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   **kwargs)
+    return OneLineParser(prog=f"python -m reporting{command}", description=doc,
+                         formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
 
 
 def sweep_main(argv) -> Path:
     parser = _parser("", __doc__, epilog=COMMANDS_HELP)
     parser.add_argument("multirun_dir", type=Path, help="a Hydra sweep directory (or one run)")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_directory, default=None,
                         help="where the report goes (default: MULTIRUN_DIR/report)")
     args = parser.parse_args(argv)
     if not args.multirun_dir.is_dir():
         parser.error(f"{args.multirun_dir} is not a directory")
-    out = args.out or args.multirun_dir / "report"
+    out = args.out or output_directory_or_exit(parser, args.multirun_dir / "report")
     try:
         report = build_report(args.multirun_dir)
     except ValueError as error:
@@ -53,7 +53,8 @@ def sweep_main(argv) -> Path:
 def export_main(argv) -> list[Path]:
     parser = _parser(" export", export.__doc__)
     parser.add_argument("runs", type=Path, nargs="+", help="run or multirun directories")
-    parser.add_argument("--out", type=Path, required=True, help="the results directory")
+    parser.add_argument("--out", type=output_directory, required=True,
+                        help="the results directory")
     args = parser.parse_args(argv)
     try:
         written, notes = export.export_runs(args.runs, args.out)
@@ -68,15 +69,24 @@ def export_main(argv) -> list[Path]:
 def published_main(argv) -> Path:
     parser = _parser(" published", published.__doc__)
     parser.add_argument("results_dir", type=Path, help="a directory of exported runs")
-    parser.add_argument("--out", type=Path, default=None,
+    parser.add_argument("--out", type=output_directory, default=None,
                         help="where the report goes (default: RESULTS_DIR/report)")
     args = parser.parse_args(argv)
+    out = args.out or output_directory_or_exit(parser, args.results_dir / "report")
     try:
-        path = published.build(args.results_dir, args.out or args.results_dir / "report")
+        path = published.build(args.results_dir, out)
     except (ValueError, OSError) as error:
         parser.exit(2, f"error: {error}\n")
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+def output_directory_or_exit(parser: argparse.ArgumentParser, path: Path) -> Path:
+    """A default output directory, checked like one given with --out."""
+    try:
+        return output_directory(str(path))
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"--out (default): {error}")
 
 
 COMMANDS = {"export": export_main, "published": published_main}

@@ -10,7 +10,6 @@ checkpoint, snapshot or event file is copied.
 
 import csv
 import json
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,18 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from artifacts.command_line import unwritable_reason
+from artifacts.run_directory import CONFIG, RunDirectory, find_runs
 from envs.games import normalized_score
-from reporting.runs import (
-    EPISODE_TAG,
-    EVAL_TAG,
-    RunInfo,
-    find_runs,
-    read_events,
-    scalars_of,
-    texts_of,
-)
+from reporting.runs import EPISODE_TAG, EVAL_TAG, read_events, scalars_of, texts_of
 
-CONFIG = "config.yaml"
 EVALUATIONS = "evaluations.csv"
 TRAINING_RETURNS = "training_returns.csv"
 EVALUATION_COLUMNS = ("step", "frames", "episodes", "mean_score", "normalized_score",
@@ -45,7 +37,7 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Export:
-    info: RunInfo
+    info: RunDirectory
     evaluations: list[tuple[str, ...]]
     returns: list[tuple[str, ...]]
 
@@ -68,7 +60,7 @@ def number(value: float) -> str:
     return np.format_float_positional(np.float32(value), trim="-")
 
 
-def evaluation_rows(info: RunInfo, scalars: dict, texts: dict) -> list[tuple[str, ...]]:
+def evaluation_rows(info: RunDirectory, scalars: dict, texts: dict) -> list[tuple[str, ...]]:
     """One row per periodic test; the normalized score uses the no-op reference table, as the
     training loop's `eval/normalized_score` does. Absent values are empty cells."""
     steps, means = scalars.get(EVAL_TAG, ((), ()))
@@ -85,7 +77,7 @@ def evaluation_rows(info: RunInfo, scalars: dict, texts: dict) -> list[tuple[str
     return rows
 
 
-def return_rows(info: RunInfo, scalars: dict) -> list[tuple[str, ...]]:
+def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
     steps, returns = scalars.get(EPISODE_TAG, ((), ()))
     return [(str(step), str(step * info.frame_skip), number(value))
             for step, value in zip(steps, returns, strict=True)]
@@ -104,7 +96,7 @@ def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
         infos.update((info.path.resolve(), info) for info in found)
     exports, notes = [], []
     for info in infos.values():
-        events = read_events(info.path / "tensorboard")
+        events = read_events(info.tensorboard)
         scalars = scalars_of(events)
         export = Export(info, evaluation_rows(info, scalars, texts_of(events)),
                         return_rows(info, scalars))
@@ -115,12 +107,6 @@ def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
     if not exports:
         raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
     return exports, notes
-
-
-def _check_writable(directory: Path) -> None:
-    existing = next(p for p in (directory, *directory.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ExportError(f"cannot write {directory}: {existing} is not a writable directory")
 
 
 def check_destinations(exports: Sequence[Export], out: Path) -> None:
@@ -134,10 +120,12 @@ def check_destinations(exports: Sequence[Export], out: Path) -> None:
                               f"both be exported to {destination}; export them to separate --out")
         claimed[destination] = export
         config = destination / CONFIG
-        if config.exists() and config.read_bytes() != (export.info.path / CONFIG).read_bytes():
+        if config.exists() and config.read_bytes() != export.info.config_file.read_bytes():
             raise ExportError(f"{destination} holds the export of a run with another config; "
                               "delete it or choose another --out")
-        _check_writable(destination)
+        reason = unwritable_reason(destination)
+        if reason is not None:
+            raise ExportError(f"cannot write {destination}: {reason}")
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
@@ -150,7 +138,7 @@ def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
 def write(export: Export, out: Path) -> Path:
     destination = export.destination(out)
     destination.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(export.info.path / CONFIG, destination / CONFIG)
+    shutil.copyfile(export.info.config_file, destination / CONFIG)
     _write_csv(destination / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
     _write_csv(destination / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
     return destination

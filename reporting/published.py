@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from artifacts.run_directory import RunDirectory, find_runs
 from envs.games import normalized_score, resolve_game
 from reporting.export import EVALUATIONS, count_name
 from reporting.plots import plot_published
 from reporting.report import format_percent, format_score, kind_key, markdown_row
-from reporting.runs import RunInfo, find_runs
 
 DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
 DOPAMINE_AGENTS = ("DQN", "Rainbow")
@@ -61,7 +61,7 @@ def dopamine_curves() -> dict[tuple[str, str], Band]:
 
 @dataclass(frozen=True)
 class ResultRun:
-    info: RunInfo
+    info: RunDirectory
     frames: np.ndarray  # of each periodic test, increasing
     scores: np.ndarray  # its mean score
 

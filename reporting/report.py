@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from artifacts.run_directory import find_runs
 from envs.games import resolve_game
 from reporting import curves
-from reporting.runs import EVAL_TAG, Run, find_runs, load_runs
+from reporting.runs import EVAL_TAG, Run, load_runs
 
 MAX_EVAL_BINS = 200  # the paper's 200M frames hold 200 test evaluations
 EPISODE_BINS = 50  # training returns are irregular and noisy: average them over 2 % slices

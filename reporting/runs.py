@@ -1,9 +1,8 @@
-"""Finds the runs of a Hydra multirun directory and reads their TensorBoard curves.
+"""Reads the TensorBoard curves of runs (`artifacts.run_directory.find_runs` finds them).
 
-A run is a directory holding train.py's resolved `config.yaml` (game, replay kind, seed, total
-steps) and a `tensorboard/` directory of event files. The curve is the test evaluation
-(`eval/score`, logged against agent steps) when the sweep has one, else the training episode
-returns (`episode/return`), which are noisier and played with the training ε.
+The curve is the test evaluation (`eval/score`, logged against agent steps) when the sweep has
+one, else the training episode returns (`episode/return`), which are noisier and played with
+the training ε.
 """
 
 from collections.abc import Sequence
@@ -11,61 +10,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import (
     SCALARS,
     TENSORS,
     EventAccumulator,
 )
 
-from envs.games import resolve_game
+from artifacts.run_directory import RunDirectory
 
 EVAL_TAG = "eval/score"
 EPISODE_TAG = "episode/return"
 
 
 @dataclass(frozen=True)
-class RunInfo:
-    """What config.yaml says about a run; `game` is the ROM id, whatever spelling was used."""
-
-    path: Path
-    game: str
-    kind: str
-    seed: int
-    total_steps: int
-    frame_skip: int = 4
-
-    @property
-    def total_frames(self) -> int:
-        return self.total_steps * self.frame_skip
-
-
-@dataclass(frozen=True)
 class Run:
-    info: RunInfo
+    info: RunDirectory
     tag: str
     steps: np.ndarray  # agent steps, increasing, one value each
     values: np.ndarray
-
-
-def find_runs(root: Path) -> list[RunInfo]:
-    """Every run directory below `root` (or `root` itself), sorted by path."""
-    runs = []
-    for config_path in sorted(Path(root).rglob("config.yaml")):
-        if any(part.startswith(".") for part in config_path.relative_to(root).parts[:-1]):
-            continue  # .hydra/, .submitit/: Hydra's own records, not runs
-        config = OmegaConf.load(config_path)
-        if OmegaConf.select(config, "replay.kind") is None:
-            continue
-        runs.append(RunInfo(
-            path=config_path.parent,
-            game=resolve_game(str(config.env.game)).rom_id,
-            kind=str(config.replay.kind),
-            seed=int(config.seed),
-            total_steps=int(config.train.total_steps),
-            frame_skip=int(OmegaConf.select(config, "env.frame_skip", default=4)),
-        ))
-    return runs
 
 
 TEXT_SUFFIX = "/text_summary"  # what SummaryWriter.add_text appends to the tag
@@ -111,13 +73,13 @@ def read_scalars(tensorboard_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarra
     return scalars_of(read_events(tensorboard_dir))
 
 
-def load_runs(infos: Sequence[RunInfo]) -> tuple[list[Run], list[str]]:
+def load_runs(infos: Sequence[RunDirectory]) -> tuple[list[Run], list[str]]:
     """(runs with a curve, notes on the runs left out).
 
     The tag is chosen once for the whole sweep, so no plot mixes test scores with training
     returns: `eval/score` if any run has it, else `episode/return`.
     """
-    scalars = {info.path: read_scalars(info.path / "tensorboard") for info in infos}
+    scalars = {info.path: read_scalars(info.tensorboard) for info in infos}
     has_eval = any(EVAL_TAG in curves for curves in scalars.values())
     tag = EVAL_TAG if has_eval else EPISODE_TAG
     runs, notes = [], []

@@ -47,8 +47,23 @@ CASES = {
     ),
     "learning start below batch": (
         ["train.learning_start_steps=8", f"hydra.run.dir={NEW}"],
-        "train.learning_start_steps=8 is not allowed: must be at least train.batch_size, an "
-        "integer",
+        "train.learning_start_steps=8 is not allowed: must be an integer from train.batch_size "
+        "to train.total_steps (a run with no update)",
+    ),
+    "learning start after the last step": (
+        ["train.total_steps=1000", "train.learning_start_steps=5000", f"hydra.run.dir={NEW}"],
+        "train.learning_start_steps=5000 is not allowed: must be an integer from "
+        "train.batch_size to train.total_steps (a run with no update)",
+    ),
+    "misspelt key added with +": (
+        ["+env.gmae=pong", f"hydra.run.dir={NEW}"],
+        "env.gmae is not a setting; env has: frame_skip, full_action_space, game, "
+        "max_episode_frames, noop_max, repeat_action_probability, screen_size",
+    ),
+    "the misspelt key Hydra suggests adding": (
+        ["+replay.capcity=5", f"hydra.run.dir={NEW}"],
+        "replay.capcity is not a setting; replay has: capacity, importance_exponent, "
+        "importance_exponent_final, kind, weight_normalization",
     ),
     "negative target period": (
         ["train.target_update_period_steps=-1", f"hydra.run.dir={NEW}"],
@@ -86,6 +101,19 @@ CASES = {
         ["train.total_steps=1e6", f"hydra.run.dir={NEW}"],
         "train.total_steps=1000000.0 is not allowed: must be a positive integer",
     ),
+    "run directory that is a file": (
+        ["hydra.run.dir={tmp}/a_file"],
+        "hydra.run.dir={tmp}/a_file cannot be used: {tmp}/a_file is a file, not a directory",
+    ),
+    "resume of a file": (
+        ["resume={tmp}/a_file"],
+        "resume={tmp}/a_file cannot be used: {tmp}/a_file is a file, not a directory",
+    ),
+    "run directory that cannot exist": (
+        ["hydra.run.dir={tmp}/a_file/run"],
+        "hydra.run.dir={tmp}/a_file/run cannot be used: {tmp}/a_file is a file, so "
+        "{tmp}/a_file/run cannot be created",
+    ),
     "resume of a directory without a run": (
         ["resume={tmp}/new/run"],
         "resume={tmp}/new/run is not a run directory: no config.yaml",
@@ -117,6 +145,18 @@ CASES = {
         ["resume={run}"],
         "checkpoint {state} has format version 99; this version of the application reads version 1",
     ),
+    "checkpoint of another replay kind": (
+        ["resume={run}"],
+        "checkpoint {state} is of another run: replay.kind is proportional there, uniform here",
+    ),
+    "checkpoint of another game": (
+        ["resume={run}"],
+        "checkpoint {state} is of another run: env.game is pong there, breakout here",
+    ),
+    "checkpoint of another memory size": (
+        ["resume={run}"],
+        "checkpoint {state} is of another run: replay.capacity is 128 there, 64 here",
+    ),
     "truncated replay frames": (
         ["resume={run}"],
         "checkpoint {state}: its replay frames frames-0.bin are missing or truncated (1000 "
@@ -124,10 +164,25 @@ CASES = {
     ),
 }
 DAMAGE = {
+    **{
+        case: lambda state, run: (run.parent / "a_file").write_text("not a directory\n")
+        for case in (
+            "run directory that is a file",
+            "resume of a file",
+            "run directory that cannot exist",
+        )
+    },
     "corrupted checkpoint": lambda state, run: _flip_middle_byte(state),
     "truncated checkpoint": lambda state, run: os.truncate(state, state.stat().st_size // 2),
     "checkpoint of another version": lambda state, run: _set_version(state, 99),
     "truncated replay frames": lambda state, run: os.truncate(state.parent / "frames-0.bin", 1000),
+    "checkpoint of another replay kind": lambda state, run: _set_identity(
+        state, "replay.kind", "proportional"
+    ),
+    "checkpoint of another game": lambda state, run: _set_identity(state, "env.game", "pong"),
+    "checkpoint of another memory size": lambda state, run: _set_identity(
+        state, "replay.capacity", 128
+    ),
 }
 
 
@@ -140,6 +195,13 @@ def _flip_middle_byte(path: Path) -> None:
 def _set_version(path: Path, version: int) -> None:
     payload = torch.load(path, weights_only=True)
     payload["version"] = version
+    torch.save(payload, path)
+
+
+def _set_identity(path: Path, key: str, value) -> None:
+    """Make the checkpoint claim another run's `key` (as if copied from that run)."""
+    payload = torch.load(path, weights_only=True)
+    payload["state"]["identity"][key] = value
     torch.save(payload, path)
 
 

@@ -8,6 +8,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
+from training import validation
 from training.checkpoints import CheckpointStore
 from training.loop import StopRequest, Training, linear_schedule
 from training.validation import validate_config
@@ -145,3 +146,33 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
     assert (tmp_path / "agent_final.pt").exists()
     hparams = EventAccumulator(str(tmp_path / "tensorboard" / "hparams")).Reload()
     assert {"hparams/final_return", "hparams/best_eval_score"} <= set(hparams.Tags()["scalars"])
+
+
+def test_a_replay_larger_than_the_memory_is_refused_before_allocating(monkeypatch):
+    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 10**9)
+    with pytest.raises(ValueError) as error:
+        validate_config(config())
+    assert str(error.value) == (
+        "replay.capacity=1000000 is not allowed: a full replay needs 7.2 GB and this machine "
+        "has 1.0 GB available"
+    )
+
+
+@pytest.mark.parametrize("replay", REPLAYS)
+def test_every_key_of_every_replay_preset_is_known(replay):
+    """The known-key check reads the config files; a key added with + is refused."""
+    validate_config(config(f"replay={replay}"))
+    with pytest.raises(ValueError, match=r"^replay\.capcity is not a setting; replay has: "):
+        validate_config(config(f"replay={replay}", "+replay.capcity=5"))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("replay.priority_exponent=2", "replay.priority_epsilon=1e-300"),
+        ("replay.priority_exponent=1000",),
+    ],
+)
+def test_priorities_that_would_underflow_are_refused(overrides):
+    with pytest.raises(ValueError, match=r"priorities p\^α would underflow to 0 or overflow"):
+        validate_config(config("replay=proportional", *overrides))

@@ -23,7 +23,6 @@ checkpoint always survives a failed save; with `keep` = 1 the old one is gone be
 one is complete.
 """
 
-import io
 import json
 import os
 import re
@@ -33,64 +32,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-FORMAT = "per-atari-checkpoint"
-VERSION = 1
+from artifacts.atomic import CHUNK_BYTES, fsync_directory, torch_bytes, write_all, write_atomically
+from artifacts.header import Header
+
+CHECKPOINT = Header("per-atari-checkpoint", 1, "checkpoint")
 STATE_FILE = re.compile(r"state-(\d{12})-frames(\d+)\.pt")
-_CHUNK_BYTES = 64 << 20
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message names the file."""
-
-
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _write_all(descriptor: int, data, offset: int | None = None) -> None:
-    """Write every byte of `data` (at `offset` with pwrite, else at the file position), in
-    chunks; a short write, as on a filling disk, is continued until the OS raises."""
-    view = memoryview(data).cast("B")
-    written = 0
-    while written < len(view):
-        chunk = view[written : written + _CHUNK_BYTES]
-        if offset is None:
-            written += os.write(descriptor, chunk)
-        else:
-            written += os.pwrite(descriptor, chunk, offset + written)
-
-
-def write_atomically(path: Path, data) -> None:
-    """Write the bytes `data` to a temporary file, fsync it and rename it onto `path`."""
-    temporary = path.with_name(f".{path.name}.tmp")
-    try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(descriptor, data)
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-    _fsync_directory(path.parent)
-
-
-def torch_bytes(payload) -> memoryview:
-    """`payload` as `torch.save` writes it, in memory: serializing before any file changes
-    keeps a full disk from leaving an opaque half-written torch file."""
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    return buffer.getbuffer()
-
-
-def save_atomically(path: Path, payload) -> None:
-    """`torch.save` that a crash can never leave half-written."""
-    write_atomically(Path(path), torch_bytes(payload))
 
 
 _PLAIN = (bool, int, float, str, type(None))
@@ -156,6 +106,11 @@ class CheckpointStore:
             return []
         return sorted(p for p in self.directory.iterdir() if STATE_FILE.fullmatch(p.name))
 
+    def latest_step(self) -> int | None:
+        """The step of the newest complete checkpoint, or None."""
+        files = self.state_files()
+        return int(STATE_FILE.fullmatch(files[-1].name).group(1)) if files else None
+
     def _frames_path(self, copy: int) -> Path:
         return self.directory / f"frames-{copy}.bin"
 
@@ -187,7 +142,7 @@ class CheckpointStore:
             serialized = torch_bytes(self._payload(step, state, copy, frames, frames_written))
             if copy in used:
                 existing[0].unlink()
-                _fsync_directory(self.directory)
+                fsync_directory(self.directory)
             self._sync_frames(copy, frames, frames_written, incremental=copy in trusted)
             trusted.add(copy)
             write_atomically(path, serialized)
@@ -202,8 +157,7 @@ class CheckpointStore:
     @staticmethod
     def _payload(step, state, copy, frames: np.ndarray, frames_written: int) -> dict:
         return {
-            "format": FORMAT,
-            "version": VERSION,
+            **CHECKPOINT.fields(),
             "step": step,
             "frames_copy": copy,
             "frames_written": frames_written,
@@ -217,7 +171,7 @@ class CheckpointStore:
         capacity = len(frames)
         synced = self._synced_count(copy) if incremental else None
         self._sidecar_path(copy).unlink(missing_ok=True)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         full = synced is None or not 0 <= frames_written - synced < capacity
         if full:
             # Slots the ring has not reached yet are zero; the emptied file reads as zeros there.
@@ -235,7 +189,7 @@ class CheckpointStore:
                 os.ftruncate(descriptor, 0)
             os.ftruncate(descriptor, frames.nbytes)
             for first, last in ranges:
-                _write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)
+                write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
@@ -254,13 +208,7 @@ class CheckpointStore:
                 f"checkpoint {path} is corrupted or truncated ({type(error).__name__}); "
                 "delete it to resume from the one before"
             ) from None
-        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-            raise CheckpointError(f"{path} is not a checkpoint of this application")
-        if payload.get("version") != VERSION:
-            raise CheckpointError(
-                f"checkpoint {path} has format version {payload.get('version')}; "
-                f"this version of the application reads version {VERSION}"
-            )
+        CHECKPOINT.check(path, payload, CheckpointError)
         return payload
 
     def read_latest(self) -> dict | None:
@@ -297,8 +245,8 @@ class CheckpointStore:
         try:
             with open(path, "rb") as file:
                 view = memoryview(frames_out.reshape(-1))
-                for offset in range(0, len(view), _CHUNK_BYTES):
-                    chunk = view[offset : offset + _CHUNK_BYTES]
+                for offset in range(0, len(view), CHUNK_BYTES):
+                    chunk = view[offset : offset + CHUNK_BYTES]
                     if file.readinto(chunk) != len(chunk):
                         raise CheckpointError(f"replay frames {path} are truncated")
         except OSError as error:

@@ -2,8 +2,6 @@
 
 import numpy as np
 
-from replay.diagnostics import ReplayStatistics
-
 
 def _axes():
     """A new figure; matplotlib is imported here, not at start-up (it costs a second)."""
@@ -15,9 +13,8 @@ def _axes():
     return plt.subplots(figsize=(5, 3.5))
 
 
-def sorted_td_errors_figure(stats: ReplayStatistics, sampleable: np.ndarray):
+def sorted_td_errors_figure(errors: np.ndarray):
     """Last-seen |δ| of every replayed transition in memory, sorted (Figure 10)."""
-    errors = stats.last_abs_td_error[sampleable]
     errors = np.sort(errors[np.isfinite(errors)])[::-1]
     figure, axes = _axes()
     axes.plot(np.linspace(0, 1, len(errors)), errors)
@@ -26,11 +23,8 @@ def sorted_td_errors_figure(stats: ReplayStatistics, sampleable: np.ndarray):
     return figure
 
 
-def replay_rate_figure(stats: ReplayStatistics, sampleable: np.ndarray, bins: int = 20):
+def replay_rate_figure(errors: np.ndarray, rate: np.ndarray, bins: int = 20):
     """Replays per added transition since insertion, against last-seen |δ| (cf. Figure 11)."""
-    errors = stats.last_abs_td_error[sampleable]
-    age = np.maximum(stats.added - stats.added_at[sampleable], 1)
-    rate = stats.replays[sampleable] / age
     seen = np.isfinite(errors)
     figure, axes = _axes()
     if seen.any():

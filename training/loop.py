@@ -1,26 +1,25 @@
 """The training loop. It owns time: agent steps, the ε, β and α schedules, learning start,
-update period, target sync, logging and checkpoints."""
+update period, target sync, and when to log, test and checkpoint."""
 
-import json
 import math
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
-import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from agents.double_dqn import DoubleDQN
-from envs.atari import capture_env_state, restore_env_state
+from artifacts.run_directory import RunDirectory
+from artifacts.snapshot import save_final_snapshot
 from envs.frame_stack import FrameStack
-from evaluation.protocols import evaluate_noop
-from evaluation.snapshot import save_agent_snapshot
+from envs.interface import TrainingEnv
 from replay.buffer import ReplayBuffer
-from training.checkpoints import CheckpointStore, save_atomically
-from training.figures import replay_rate_figure, sorted_td_errors_figure
+from training.checkpoints import CheckpointStore
+from training.periodic_test import PeriodicTest
+from training.plain_config import plain_config
 from training.progress import Progress
+from training.run_state import capture_run_state, restore_run_state
 
 
 def linear_schedule(start: float, end: float, begin_step: int, end_step: int, step: int) -> float:
@@ -35,7 +34,7 @@ def linear_schedule(start: float, end: float, begin_step: int, end_step: int, st
 class Components:
     """Everything a run is made of; `rngs` are the generators the components were given."""
 
-    env: object
+    env: TrainingEnv
     agent: DoubleDQN
     replay: ReplayBuffer
     frame_stack: FrameStack
@@ -43,26 +42,8 @@ class Components:
     rngs: dict[str, np.random.Generator]
 
 
-def plain_config(cfg: DictConfig) -> SimpleNamespace:
-    """The resolved config as nested namespaces: the same attribute paths, read at once."""
-
-    def convert(value):
-        if isinstance(value, dict):
-            return SimpleNamespace(**{key: convert(item) for key, item in value.items()})
-        return value
-
-    return convert(OmegaConf.to_container(cfg, resolve=True))
-
-
-def _select(config: SimpleNamespace, key: str):
-    """The value at a dotted `key`, or None where the config has no such key."""
-    for part in key.split("."):
-        config = getattr(config, part, None)
-    return config
-
-
-class NonFiniteLearning(FloatingPointError):
-    """The loss or the Q-values stopped being finite."""
+class LearningDiverged(FloatingPointError):
+    """The loss stopped being finite, or the Q-values left every value a return can have."""
 
 
 class StopRequest:
@@ -82,7 +63,7 @@ class StopRequest:
 
 
 class Training:
-    """One run's loop state between steps; `state_dict` captures all of it for a checkpoint."""
+    """One run's loop state between steps; `training.run_state` captures all of it."""
 
     def __init__(
         self,
@@ -98,17 +79,22 @@ class Training:
         self.checkpoints, self.stop = checkpoints, stop
         self.step = 0
         self.episode_return = 0.0
-        self.best_score = -math.inf
+        self.periodic_test = PeriodicTest(
+            self.cfg, run_dir, parts.rngs["evaluation"], lambda: stop.signal is not None
+        )
+        # A return of clipped rewards is at most reward_clip / (1 - γ) in size; a mean Q ten
+        # times beyond that is divergence (NaN fails the comparison too).
+        discount, clip = self.cfg.agent.discount, self.cfg.train.reward_clip
+        self.q_limit = 10 * clip / (1 - discount) if discount < 1 else math.inf
 
     def start(self, checkpoint: dict | None) -> None:
         """Reset the env for step 1, or restore a checkpoint's exact moment."""
-        parts = self.parts
-        frame, _ = parts.env.reset(seed=parts.env_seed)
+        frame, _ = self.parts.env.reset(seed=self.parts.env_seed)
         if checkpoint is None:
             self._begin_episode(frame)
         else:
-            self.checkpoints.read_frames(checkpoint, parts.replay.storage.frames)
-            self.load_state_dict(checkpoint["state"])
+            self.checkpoints.read_frames(checkpoint, self.parts.replay.frames)
+            restore_run_state(self, checkpoint["state"])
         self.progress = Progress(
             self.run_dir, self.cfg.train.total_steps, self.cfg.env.frame_skip, self.step
         )
@@ -117,26 +103,37 @@ class Training:
 
     def run(self) -> int | None:
         """Train until the last step or a stop request; returns the signal that stopped it."""
-        t = self.cfg.train
+        t, r, agent = self.cfg.train, self.cfg.replay, self.parts.agent
+        annealed_alpha = getattr(r, "priority_exponent_final", None) is not None
         try:
+            if self.periodic_test.pending_step is not None:  # interrupted by the last stop
+                self.periodic_test.run(agent, self.periodic_test.pending_step, self.progress.writer)
             while self.step < t.total_steps and self.stop.signal is None:
                 self.step += 1
                 self._act_and_store()
                 if self.step >= t.learning_start_steps and self.step % t.update_period_steps == 0:
                     self._learn()
                 if self.step % t.target_update_period_steps == 0:
-                    self.parts.agent.sync_target()
+                    agent.sync_target()
+                if annealed_alpha and self.step % r.priority_exponent_period_steps == 0:
+                    self.parts.replay.set_priority_exponent(self.priority_exponent())
                 if self.step % t.log_period_steps == 0 or self.step == t.total_steps:
                     self._log()
-                if self.step % self.evaluation_period_steps == 0:
-                    self._evaluate()
+                if self.step % self.periodic_test.period_steps == 0:
+                    self.periodic_test.run(agent, self.step, self.progress.writer)
                 if self.step % self.cfg.checkpoint.every_steps == 0:
                     self.save_checkpoint()
             if self.step % self.cfg.checkpoint.every_steps:
                 self.save_checkpoint()
             if self.step == t.total_steps:
-                save_atomically(self.run_dir / "agent_final.pt", self.parts.agent.state_dict())
-                self._log_hyperparameters()
+                save_final_snapshot(
+                    RunDirectory(self.run_dir).final_snapshot,
+                    agent,
+                    game=self.cfg.env.game,
+                    step=self.step,
+                    frames=self.step * self.cfg.env.frame_skip,
+                )
+                self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
         finally:
             self.progress.close()
         return self.stop.signal
@@ -169,10 +166,11 @@ class Training:
         replay = self.parts.replay
         batch = replay.sample(self.importance_exponent())
         stats = self.parts.agent.learn(batch)
-        if not (math.isfinite(stats.loss) and math.isfinite(stats.mean_q)):
-            raise NonFiniteLearning(
-                f"the loss ({stats.loss}) or mean Q ({stats.mean_q}) became non-finite at step "
-                f"{self.step}; the diverged state was not saved"
+        if not (math.isfinite(stats.loss) and abs(stats.mean_q) <= self.q_limit):
+            raise LearningDiverged(
+                f"the learner diverged at step {self.step}: loss {stats.loss}, mean Q "
+                f"{stats.mean_q} (returns of clipped rewards lie within ±{self.q_limit / 10:g}); "
+                "the diverged state was not saved"
             )
         replay.update_priorities(batch.indices, stats.td_errors)
         self.progress.learned(stats, batch.weights)
@@ -195,115 +193,24 @@ class Training:
         r = self.cfg.replay
         return self._schedule(r.importance_exponent, r.importance_exponent_final)
 
-    @property
-    def evaluation_period_steps(self) -> int:
-        return self.cfg.evaluation.every_frames // self.cfg.env.frame_skip
-
-    def _evaluate(self) -> None:
-        """The paper's periodic test: ε-greedy play from no-op starts for a budget of frames.
-        Keeps the latest snapshot and the best one (what the human-starts protocol scores)."""
-        cfg, agent = self.cfg, self.parts.agent
-        result = evaluate_noop(
-            agent,
-            vars(cfg.env),
-            rng=self.parts.rngs["evaluation"],
-            epsilon=cfg.evaluation.epsilon,
-            max_frames=cfg.evaluation.frames,
-        )
-        frames = self.step * cfg.env.frame_skip
-        writer = self.progress.writer
-        for name, value in result.summary(cfg.env.game, "noop").items():
-            writer.add_scalar(f"eval/{name}", value, self.step)
-            writer.add_scalar(f"eval_vs_frames/{name}", value, frames)
-        # Exact per-episode scores, for exported results (scalars hold only the summary).
-        writer.add_text("eval/episode_scores", json.dumps(result.scores.tolist()), self.step)
-        snapshot = dict(game=cfg.env.game, step=self.step, frames=frames, score=result.mean)
-        save_agent_snapshot(self.run_dir / "agent_latest.pt", agent, **snapshot)
-        if result.mean > self.best_score:
-            self.best_score = result.mean
-            save_agent_snapshot(self.run_dir / "agent_best.pt", agent, **snapshot)
-
-    # What a sweep varies, shown against the results in TensorBoard's HPARAMS view.
-    HYPERPARAMETERS = (
-        "env.game",
-        "replay.kind",
-        "replay.priority_exponent",
-        "replay.importance_exponent",
-        "agent.learning_rate",
-        "seed",
-    )
-
-    def _log_hyperparameters(self) -> None:
-        values = {key: _select(self.cfg, key) for key in self.HYPERPARAMETERS}
-        metrics = {"hparams/final_return": float(np.mean(self.progress.returns or [np.nan]))}
-        if math.isfinite(self.best_score):
-            metrics["hparams/best_eval_score"] = self.best_score
-        self.progress.writer.add_hparams(
-            {key: value for key, value in values.items() if value is not None},
-            metrics,
-            run_name="hparams",
-        )
+    def priority_exponent(self) -> float:
+        """α annealed to `priority_exponent_final` (the paper's early rank-based DQN did)."""
+        r = self.cfg.replay
+        return self._schedule(r.priority_exponent, r.priority_exponent_final)
 
     def _log(self) -> None:
-        r, replay = self.cfg.replay, self.parts.replay
-        scalars = {
+        schedules = {
             "train/epsilon": self.epsilon(),
-            "replay/size": len(replay),
             "replay/importance_exponent": self.importance_exponent(),
-            "replay/max_priority": replay.sampler.max_priority,
-            "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
         }
-        if r.kind != "uniform":
-            scalars["replay/priority_exponent"] = r.priority_exponent
-            if r.priority_exponent_final is not None:
-                # The paper's early rank-based DQN annealed α; changed once per log period,
-                # since proportional replay rebuilds its tree for a new α.
-                alpha = self._schedule(r.priority_exponent, r.priority_exponent_final)
-                replay.sampler.set_priority_exponent(alpha)
-                scalars["replay/priority_exponent"] = alpha
-        sampleable = replay.storage.sampleable
-        scalars.update(replay.statistics.summary(sampleable))
-        self.progress.period(self.step, scalars)
-        if self.step % self.cfg.train.priority_histogram_period_steps == 0 and len(replay):
-            writer = self.progress.writer
-            writer.add_histogram("replay/priorities", replay.sampler.priorities(), self.step)
-            stats = replay.statistics
-            for tag, figure in (
-                ("replay/sorted_td_errors", sorted_td_errors_figure(stats, sampleable)),
-                ("replay/replay_rate_by_td_error", replay_rate_figure(stats, sampleable)),
-            ):
-                writer.add_figure(tag, figure, self.step)
+        self.progress.period(self.step, schedules, self.parts.replay)
+        if self.step % self.cfg.train.priority_histogram_period_steps == 0 and len(
+            self.parts.replay
+        ):
+            self.progress.replay_profile(self.step, self.parts.replay)
 
     def save_checkpoint(self) -> Path:
-        storage = self.parts.replay.storage
+        replay = self.parts.replay
         return self.checkpoints.save(
-            self.step, self.state_dict(), storage.frames, storage.frames_written
+            self.step, capture_run_state(self), replay.frames, replay.frames_written
         )
-
-    def state_dict(self) -> dict:
-        parts = self.parts
-        return {
-            "step": self.step,
-            "episode_return": self.episode_return,
-            "acting_state": parts.frame_stack.state,
-            "env": capture_env_state(parts.env),
-            "agent": parts.agent.state_dict(),
-            "replay": parts.replay.state_dict(),
-            "rngs": {name: rng.bit_generator.state for name, rng in parts.rngs.items()},
-            "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
-            "progress": self.progress.state_dict(),
-            "best_score": self.best_score,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        parts = self.parts
-        self.step = int(state["step"])
-        self.episode_return = float(state["episode_return"])
-        self.best_score = float(state["best_score"])
-        parts.frame_stack.load(state["acting_state"])
-        restore_env_state(parts.env, state["env"])
-        parts.agent.load_state_dict(state["agent"])
-        parts.replay.load_state_dict(state["replay"])
-        for name, rng in parts.rngs.items():
-            rng.bit_generator.state = state["rngs"][name]
-        torch.set_rng_state(state["torch_rng"])

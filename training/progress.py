@@ -1,5 +1,6 @@
 """TensorBoard scalars and the console progress bar of a training run."""
 
+import math
 import os
 import time
 from collections import deque
@@ -9,7 +10,31 @@ import numpy as np
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from artifacts.run_directory import RunDirectory
+from training.figures import replay_rate_figure, sorted_td_errors_figure
+from training.plain_config import select
+
 EVENT_FILES = "events.out.tfevents.*"
+HYPERPARAMETERS = (
+    "env.game",
+    "replay.kind",
+    "replay.priority_exponent",
+    "replay.importance_exponent",
+    "agent.learning_rate",
+    "seed",
+)
+
+
+def _replay_scalars(replay) -> dict[str, float]:
+    scalars = {
+        "replay/size": len(replay),
+        "replay/max_priority": replay.max_priority,
+        "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
+        **replay.summary(),
+    }
+    if replay.priority_exponent is not None:  # uniform replay has no α
+        scalars["replay/priority_exponent"] = replay.priority_exponent
+    return scalars
 
 
 class Progress:
@@ -26,7 +51,7 @@ class Progress:
     """
 
     def __init__(self, run_dir: Path, total_steps: int, frame_skip: int, start_step: int = 0):
-        self.directory = run_dir / "tensorboard"
+        self.directory = RunDirectory(run_dir).tensorboard
         self._writer: SummaryWriter | None = None
         if start_step == 0:
             self._cut_event_files({})
@@ -70,8 +95,10 @@ class Progress:
             self.writer.add_scalar(f"episode/{tag}", value, step)
             self.writer.add_scalar(f"episode_vs_frames/{tag}", value, step * self.frame_skip)
 
-    def period(self, step: int, scalars: dict[str, float]) -> None:
-        """Write this period's scalars and averages, and move the progress bar."""
+    def period(self, step: int, scalars: dict[str, float], replay) -> None:
+        """Write this period's `scalars` (the loop's schedules), the replay's and the
+        learning averages, and move the progress bar."""
+        scalars = {**scalars, **_replay_scalars(replay)}
         elapsed = time.perf_counter() - self._clock
         steps_per_second = (step - self._period_start) / max(elapsed, 1e-9)
         scalars["speed/steps_per_second"] = steps_per_second
@@ -90,6 +117,27 @@ class Progress:
         )
         self.bar.update(step - self._period_start)
         self._start_period(step)
+
+    def replay_profile(self, step: int, replay) -> None:
+        """The priority histogram and the paper's Figures 10 and 11 of the memory now."""
+        errors, rates = replay.td_error_profile()
+        self.writer.add_histogram("replay/priorities", replay.priorities(), step)
+        self.writer.add_figure("replay/sorted_td_errors", sorted_td_errors_figure(errors), step)
+        self.writer.add_figure(
+            "replay/replay_rate_by_td_error", replay_rate_figure(errors, rates), step
+        )
+
+    def hyperparameters(self, cfg, best_score: float) -> None:
+        """What a sweep varies, against the results, for TensorBoard's HPARAMS view."""
+        values = {key: select(cfg, key) for key in HYPERPARAMETERS}
+        metrics = {"hparams/final_return": float(np.mean(self.returns or [np.nan]))}
+        if math.isfinite(best_score):
+            metrics["hparams/best_eval_score"] = best_score
+        self.writer.add_hparams(
+            {key: value for key, value in values.items() if value is not None},
+            metrics,
+            run_name="hparams",
+        )
 
     def state_dict(self) -> dict:
         """Flushes the writer first: every event logged so far is on disk, whole."""

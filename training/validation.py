@@ -2,16 +2,21 @@
 allowed, raised before anything is allocated or written."""
 
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import resolve_device
 from envs.games import resolve_game
+from replay.buffer import memory_bytes
 from replay.priorities import WEIGHT_NORMALIZATIONS
+from replay.registry import SAMPLERS
 
-REPLAY_KINDS = ("uniform", "proportional", "rank_based")
 LIFE_LOSS_RULES = ("new_episode", "stop_bootstrap")
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 POSITIVE_INTEGERS = (
     "train.total_steps",
     "train.batch_size",
@@ -72,9 +77,8 @@ def _positive_number(value) -> bool:
 def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
     """(key, what is allowed, test of the value) in checking order; a test may rely on the
     keys checked before it."""
-    t, kind = cfg.train, cfg.replay.kind
-    rules = [("replay.kind", f"one of {', '.join(REPLAY_KINDS)}", lambda v: v in REPLAY_KINDS)]
-    rules += [(key, "a positive integer", _positive_integer) for key in POSITIVE_INTEGERS]
+    t = cfg.train
+    rules = [(key, "a positive integer", _positive_integer) for key in POSITIVE_INTEGERS]
     rules += [(key, "an integer >= 0", _non_negative_integer) for key in NON_NEGATIVE_INTEGERS]
     rules += [(key, "in [0, 1]", _fraction) for key in FRACTIONS]
     rules += [(key, "a number > 0", _positive_number) for key in POSITIVE_NUMBERS]
@@ -86,8 +90,8 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ),
         (
             "train.learning_start_steps",
-            "at least train.batch_size, an integer",
-            lambda v: _integer(v) and v >= t.batch_size,
+            "an integer from train.batch_size to train.total_steps (a run with no update)",
+            lambda v: _integer(v) and t.batch_size <= v <= t.total_steps,
         ),
         (
             "checkpoint.keep",
@@ -108,6 +112,7 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("env.screen_size", "84, the Nature network's input", lambda v: _integer(v) and v == 84),
         ("env.full_action_space", "true or false", lambda v: isinstance(v, bool)),
         ("env.game", "a game name", lambda v: isinstance(v, str)),
+        ("threads", "auto or a positive integer", lambda v: v == "auto" or _positive_integer(v)),
         ("agent.device", "a device name", lambda v: isinstance(v, str)),
         (
             "evaluation.every_frames",
@@ -117,26 +122,99 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("evaluation.frames", "a positive integer", _positive_integer),
         ("evaluation.epsilon", "in [0, 1]", _fraction),
     ]
-    if kind != "uniform":
-        rules += [
-            ("replay.priority_exponent", ">= 0", lambda v: _number(v) and v >= 0),
-            (
-                "replay.priority_exponent_final",
-                "null or >= 0",
-                lambda v: v is None or _number(v) and v >= 0,
-            ),
-            ("replay.priority_epsilon", "> 0", _positive_number),
-        ]
-    if kind == "rank_based":
-        rules.append(("replay.resort_period", "a positive integer", _positive_integer))
+    # Keys only some samplers have: checked where the replay config holds them.
+    optional = [
+        ("replay.priority_exponent", ">= 0", lambda v: _number(v) and v >= 0),
+        (
+            "replay.priority_exponent_final",
+            "null or >= 0",
+            lambda v: v is None or _number(v) and v >= 0,
+        ),
+        ("replay.priority_exponent_period_steps", "a positive integer", _positive_integer),
+        ("replay.priority_epsilon", "> 0", _positive_number),
+        ("replay.resort_period", "a positive integer", _positive_integer),
+    ]
+    rules += [rule for rule in optional if rule[0].split(".")[1] in cfg.replay]
     return rules
+
+
+def known_keys(replay_kind: str) -> dict[str, set[str]]:
+    """The settings a run may have, per config section, read from the config files: a key in
+    none of them (misspelt, or added with `+`) would otherwise be stored and ignored."""
+    root = OmegaConf.load(CONFIGS / "config.yaml")
+    known = {section: set(root[section]) for section in ("train", "evaluation", "checkpoint")}
+    for group in ("env", "agent"):
+        files = (CONFIGS / group).glob("*.yaml")
+        known[group] = {key for path in files for key in OmegaConf.load(path)}
+    known["replay"] = set(OmegaConf.load(CONFIGS / "replay" / f"{replay_kind}.yaml").replay)
+    known[""] = {"seed", "resume", "threads", *known}
+    return known
+
+
+def _check_known_keys(cfg: DictConfig) -> None:
+    known = known_keys(cfg.replay.kind)
+    for section, allowed in known.items():
+        keys = cfg if section == "" else cfg[section]
+        for key in keys:
+            if key not in allowed:
+                name = f"{section}.{key}".lstrip(".")
+                raise ValueError(
+                    f"{name} is not a setting; {section or 'the config'} has: "
+                    f"{', '.join(sorted(allowed))}"
+                )
+
+
+def available_memory_bytes() -> int:
+    """Memory the system can give this process without swapping (Linux: MemAvailable)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def _check_memory(cfg: DictConfig) -> None:
+    needed = memory_bytes(cfg.replay.capacity, (cfg.env.screen_size,) * 2)
+    available = available_memory_bytes()
+    if needed > available:
+        raise ValueError(
+            f"replay.capacity={cfg.replay.capacity} is not allowed: a full replay needs "
+            f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
+        )
+
+
+def _check_priority_range(cfg: DictConfig) -> None:
+    """Every priority p^α must be a positive, finite float: p lies in [ε, clip + ε], so a
+    combination whose ε^α underflows to 0 or whose (clip + ε)^α overflows would leave the
+    sum tree unable to draw."""
+    r = cfg.replay
+    if "priority_epsilon" not in r or "priority_exponent" not in r:
+        return
+    exponents = [r.priority_exponent, r.get("priority_exponent_final") or r.priority_exponent]
+    with np.errstate(all="ignore"):
+        top = np.float64(cfg.agent.td_error_clip + r.priority_epsilon)
+        smallest = min(np.float64(r.priority_epsilon) ** a for a in exponents)
+        largest = max(top**a for a in exponents)
+    if not (smallest >= np.finfo(np.float64).tiny and np.isfinite(largest * r.capacity)):
+        raise ValueError(
+            f"replay.priority_exponent={r.priority_exponent} with replay.priority_epsilon="
+            f"{r.priority_epsilon} is not allowed: priorities p^α would underflow to 0 or "
+            "overflow (p lies in [ε, agent.td_error_clip + ε])"
+        )
 
 
 def validate_config(cfg: DictConfig) -> None:
     """Reject bad settings with one line naming the key, before anything is allocated."""
+    kind = OmegaConf.select(cfg, "replay.kind")
+    if kind not in SAMPLERS:
+        raise ValueError(f"replay.kind={kind} is not allowed: must be one of {', '.join(SAMPLERS)}")
+    _check_known_keys(cfg)
     for key, allowed, test in _rules(cfg):
         value = OmegaConf.select(cfg, key)
         if not test(value):
             raise ValueError(f"{key}={value} is not allowed: must be {allowed}")
+    _check_priority_range(cfg)
     resolve_game(cfg.env.game)
     resolve_device(cfg.agent.device)
+    _check_memory(cfg)

@@ -47,3 +47,35 @@ def test_unknown_variant_is_a_one_line_error(tmp_path):
     with pytest.raises(ValueError, match="unknown variant 'linear/sorted'"):
         main(["--variants", "linear/sorted", "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        (["--max-n", "0"], "error: argument --max-n: 0 is not allowed: must be >= 2"),
+        (["--seeds", "-1"], "error: argument --seeds: -1 is not allowed: must be >= 1"),
+        (
+            ["--min-n", "5", "--max-n", "3"],
+            "error: --max-n 3 is not allowed: must be >= --min-n (5)",
+        ),
+        (
+            ["--priority-epsilon", "0"],
+            "error: argument --priority-epsilon: 0 is not allowed: must be > 0.0",
+        ),
+        (
+            ["--out", "{tmp}/a_file/out"],
+            "error: argument --out: {tmp}/a_file/out cannot be used: {tmp}/a_file is a file, "
+            "so {tmp}/a_file/out cannot be created",
+        ),
+    ],
+)
+def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, capsys, arguments, line):
+    (tmp_path / "a_file").write_text("not a directory\n")
+    arguments = [a.format(tmp=tmp_path) for a in arguments]
+    with pytest.raises(SystemExit) as stop:
+        main(
+            [*arguments, "--out", str(tmp_path / "out")] if "--out" not in arguments else arguments
+        )
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == line.format(tmp=tmp_path) + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]

@@ -4,7 +4,7 @@ import cv2
 import numpy as np
 import pytest
 
-from envs.atari import capture_env_state, make_env, restore_env_state
+from envs.atari import make_env
 
 NOOP = 0
 
@@ -179,7 +179,7 @@ def test_a_captured_state_continues_exactly_into_a_game_over_mid_skip(seed):
     env, rng = make_env("breakout", seed=seed), np.random.default_rng(seed)
     env.reset()
     while True:
-        state, action = capture_env_state(env), int(rng.integers(4))
+        state, action = env.capture_state(), int(rng.integers(4))
         frames_before = env.unwrapped.ale.getEpisodeFrameNumber()
         obs, reward, terminated, truncated, info = env.step(action)
         if terminated:
@@ -187,7 +187,7 @@ def test_a_captured_state_continues_exactly_into_a_game_over_mid_skip(seed):
     assert env.unwrapped.ale.getEpisodeFrameNumber() - frames_before < 4  # ended mid-skip
     resumed = make_env("breakout", seed=seed)
     resumed.reset(seed=seed)  # as a resumed run does before restoring
-    restore_env_state(resumed, state)
+    resumed.restore_state(state)
     obs_2, reward_2, terminated_2, truncated_2, info_2 = resumed.step(action)
     np.testing.assert_array_equal(obs_2, obs)
     assert (reward_2, terminated_2, truncated_2, info_2) == (reward, terminated, truncated, info)

@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 
 import evaluate
 from agents.double_dqn import DoubleDQN
+from artifacts.snapshot import save_agent_snapshot
 from envs.trajectories import Trajectory, TrajectoryLog, save_trajectories
 from evaluation import start_states as start_state_tools
-from evaluation.snapshot import save_agent_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["device=cpu", "env.max_episode_frames=160"]
@@ -139,6 +139,7 @@ def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, c
         (["env.frame_skp=3"], "env.frame_skp is not a make_env argument"),
         (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
         (["snapshot=final"], "snapshot=final is not allowed: must be one of best, latest"),
+        (["output=/dev/null/out"], "output=/dev/null/out cannot be used: /dev/null is a file"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(multirun, capsys, arguments, message):

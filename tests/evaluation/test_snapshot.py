@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from agents.double_dqn import DoubleDQN
-from evaluation.snapshot import load_agent_snapshot, save_agent_snapshot
+from artifacts.snapshot import save_agent_snapshot, save_final_snapshot
+from evaluation.snapshot import load_agent_snapshot
 
 
 def make_agent(seed=0, num_actions=6):
@@ -50,12 +51,18 @@ class Exploit:
     ("content", "message"),
     [
         (None, r"does not exist"),
-        (b"\x00" * 64, r"is corrupt or not a torch file"),
-        ("truncated", r"is corrupt or not a torch file"),
-        ({"online": {}}, r"is not an agent snapshot \(format must be 'per-atari-agent'"),
+        (b"\x00" * 64, r"is not an agent snapshot: it is truncated, corrupt or another kind"),
+        ("truncated", r"is not an agent snapshot: it is truncated, corrupt or another kind"),
+        (
+            {"online": {}},
+            r"is not an agent snapshot of this application \(format must be 'per-atari-agent'",
+        ),
         ("agent_state_dict", r"is not an agent snapshot"),
-        ("exploit", r"is corrupt or not a torch file"),
-        ({"format": "per-atari-agent", "version": 2}, r"has version 2; this code reads version 1"),
+        ("exploit", r"is not an agent snapshot: it is truncated, corrupt or another kind"),
+        (
+            {"format": "per-atari-agent", "version": 2},
+            r"has format version 2; this version of the application reads version 1",
+        ),
         ({"format": "per-atari-agent", "version": 1, "online": {}}, r"key 'num_actions' is"),
     ],
 )
@@ -64,7 +71,7 @@ def test_bad_files_are_one_line_errors(tmp_path, content, message):
     if content == "truncated":
         save_agent_snapshot(path, make_agent(), game="pong", step=1, frames=4, score=None)
         path.write_bytes(path.read_bytes()[:1000])
-    elif content == "agent_state_dict":  # what train.py writes as agent_final.pt
+    elif content == "agent_state_dict":  # a bare DoubleDQN.state_dict(), not a snapshot
         torch.save(make_agent().state_dict(), path)
     elif content == "exploit":
         path.write_bytes(pickle.dumps(Exploit(), protocol=2))
@@ -75,6 +82,7 @@ def test_bad_files_are_one_line_errors(tmp_path, content, message):
     with pytest.raises(ValueError, match=message) as error:
         load_agent_snapshot(path)
     assert "\n" not in str(error.value) and str(path) in str(error.value)
+    assert "weights_only" not in str(error.value)  # never advise loading untrusted code
 
 
 def test_weights_of_another_network_are_refused(tmp_path):
@@ -86,3 +94,18 @@ def test_weights_of_another_network_are_refused(tmp_path):
     with pytest.raises(ValueError, match="weights do not fit the network") as error:
         load_agent_snapshot(path)
     assert "\n" not in str(error.value)
+
+
+def test_the_final_snapshot_is_a_snapshot_with_target_network_and_optimizer(tmp_path):
+    agent = make_agent()
+    path = tmp_path / "agent_final.pt"
+    save_final_snapshot(path, agent, game="pong", step=50, frames=200)
+    loaded, info = load_agent_snapshot(path)
+    assert (info.game, info.step, info.frames, info.score) == ("pong", 50, 200, None)
+    for name, tensor in agent.online.state_dict().items():
+        assert torch.equal(loaded.online.state_dict()[name], tensor)
+    payload = torch.load(path, weights_only=True)
+    state = agent.state_dict()
+    assert payload["optimizer"].keys() == state["optimizer"].keys()
+    for name, tensor in state["target"].items():
+        assert torch.equal(payload["target"][name], tensor)

@@ -133,7 +133,10 @@ def test_a_path_without_runs_is_refused_before_writing(multirun, tmp_path, capsy
 def test_an_unwritable_out_is_refused_before_writing(multirun, tmp_path, capsys):
     (tmp_path / "file").write_text("")
     error = refusal(["export", str(multirun), "--out", str(tmp_path / "file/results")], capsys)
-    assert "is not a writable directory" in error
+    assert error == (
+        f"error: argument --out: {tmp_path}/file/results cannot be used: {tmp_path}/file is a "
+        f"file, so {tmp_path}/file/results cannot be created\n"
+    )
 
 
 def test_another_run_under_the_same_name_is_refused(multirun, tmp_path, capsys):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.checkpoints import FORMAT, VERSION, CheckpointError, CheckpointStore
+from training.checkpoints import CHECKPOINT, CheckpointError, CheckpointStore
 
 SHAPE = (10, 6, 6)  # a ring of 10 slots of 6x6 frames
 SLOT_BYTES = 36
@@ -219,7 +219,10 @@ def damage(path: Path, how: str) -> None:
         ("truncated", "is corrupted or truncated (BadZipFile); delete it to resume from the one"),
         ("bit flip", "is corrupted or truncated (BadZipFile); delete it to resume from the one"),
         ("garbage", "is corrupted or truncated (BadZipFile); delete it to resume from the one"),
-        ({"version": VERSION + 1}, f"has format version {VERSION + 1}; this version of the"),
+        (
+            {"version": CHECKPOINT.version + 1},
+            f"has format version {CHECKPOINT.version + 1}; this version of the",
+        ),
         ({"format": "something-else"}, "is not a checkpoint of this application"),
     ],
     ids=["truncated", "bit flip", "garbage", "newer version", "other format"],
@@ -272,7 +275,7 @@ def test_checkpoints_load_without_executing_pickled_code(tmp_path):
     ring = Ring()
     ring.write(12, first_value=1)
     path = CheckpointStore(tmp_path).save(1, state(1), ring.frames, ring.written)
-    assert torch.load(path, weights_only=True)["format"] == FORMAT
+    assert torch.load(path, weights_only=True)["format"] == CHECKPOINT.format
     marker = tmp_path / "code-ran"
     payload = torch.load(path, weights_only=True)
     payload["state"]["extra"] = Malicious(marker)

@@ -1,5 +1,6 @@
-"""The loop's rules on hand-built cases: ε before and after learning starts, and what a lost
-life does to the stored episode and the acting state under each `train.life_loss` rule."""
+"""The loop's rules on hand-built cases: ε before and after learning starts, α annealing, and
+what a lost life does to the stored episode and the acting state under each
+`train.life_loss` rule."""
 
 from pathlib import Path
 
@@ -28,7 +29,7 @@ class ScriptedEnv:
         self.frame_number, self.noop_calls = 0, 0
 
     def _frame(self, value: int) -> np.ndarray:
-        return np.full((84, 84), value, dtype=np.uint8)
+        return np.full((84, 84), value % 256, dtype=np.uint8)
 
     def reset(self, seed=None):
         self.frame_number = 0
@@ -43,14 +44,25 @@ class ScriptedEnv:
         self.noop_calls += 1
         return self._frame(100), False, {"episode_frame_number": 0}
 
+    def capture_state(self):
+        return {"frame_number": self.frame_number}
 
-def training_after(steps: int, tmp_path, *overrides: str) -> Training:
+    def close(self):
+        pass
+
+
+def scripted_training(tmp_path, *overrides: str) -> Training:
     cfg = config("env.game=breakout", "replay.capacity=50", *overrides)
     built = train.build(cfg)
     built.env.close()
     parts = Components(ScriptedEnv(), built.agent, built.replay, built.frame_stack, 0, built.rngs)
     training = Training(parts, cfg, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest())
     training.start(None)
+    return training
+
+
+def training_after(steps: int, tmp_path, *overrides: str) -> Training:
+    training = scripted_training(tmp_path, *overrides)
     for _ in range(steps):
         training.step += 1
         training._act_and_store()
@@ -90,3 +102,27 @@ def test_epsilon_is_1_until_learning_starts_then_anneals(step, expected, tmp_pat
     training = training_after(0, tmp_path)
     training.step = step
     assert training.epsilon() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("log_period", [50, 300])
+def test_annealed_alpha_follows_its_schedule_whatever_the_log_period(log_period, tmp_path):
+    training = scripted_training(
+        tmp_path,
+        "replay=proportional",
+        "replay.priority_exponent_final=0.0",
+        "replay.priority_exponent_period_steps=100",
+        "train.total_steps=400",
+        "train.learning_start_steps=100",
+        f"train.log_period_steps={log_period}",
+        "evaluation.every_frames=1000000",
+    )
+    replay, applied = training.parts.replay, []
+    set_alpha = replay.set_priority_exponent
+    replay.set_priority_exponent = lambda alpha: applied.append((training.step, alpha)) or (
+        set_alpha(alpha)
+    )
+    assert training.run() is None
+    # α goes 0.6 -> 0 linearly from learning start (100) to the last step (400).
+    assert [step for step, _ in applied] == [100, 200, 300, 400]
+    assert [alpha for _, alpha in applied] == pytest.approx([0.6, 0.4, 0.2, 0.0])
+    assert replay.priority_exponent == 0.0

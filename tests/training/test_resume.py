@@ -46,27 +46,32 @@ STOPPED = re.compile(
 )
 
 
-# `python -c KILLER STEP ARGUMENTS...` runs train.py and SIGKILLs itself just before agent step
-# STEP: a kill at a repeatable moment, so the test cannot pass or fail by timing luck.
-KILLER = """
+# `python -c SIGNALLER STEP SIGNALS ARGUMENTS...` runs train.py and sends itself each of
+# SIGNALS (comma-separated names) just before agent step STEP: a kill, stop or interrupt at a
+# repeatable moment, so no test passes or fails by timing luck.
+SIGNALLER = """
 import os, runpy, signal, sys
 from training import loop
-kill_step = int(sys.argv.pop(1))
+step, names = int(sys.argv.pop(1)), sys.argv.pop(1).split(",")
 act_and_store = loop.Training._act_and_store
-def act_and_store_or_die(self):
-    if self.step == kill_step:
-        os.kill(os.getpid(), signal.SIGKILL)
+def signal_then_act(self):
+    if self.step == step:
+        for name in names:
+            os.kill(os.getpid(), getattr(signal, name))
     act_and_store(self)
-loop.Training._act_and_store = act_and_store_or_die
+loop.Training._act_and_store = signal_then_act
 sys.argv[0] = "train.py"
 runpy.run_path("train.py", run_name="__main__")
 """
 
 
-def launch(run_dir: Path, *arguments: str, kill_at_step: int | None = None) -> subprocess.Popen:
-    """Start `python train.py`; its stderr goes to <run_dir>.stderr, beside the run."""
+def launch(
+    run_dir: Path, *arguments: str, at_step: int | None = None, signals: str = "SIGKILL"
+) -> subprocess.Popen:
+    """Start `python train.py` (signalling itself at `at_step`, if given); its stderr goes to
+    <run_dir>.stderr, beside the run."""
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    program = ["train.py"] if kill_at_step is None else ["-c", KILLER, str(kill_at_step)]
+    program = ["train.py"] if at_step is None else ["-c", SIGNALLER, str(at_step), signals]
     with open(run_dir.parent / f"{run_dir.name}.stderr", "a") as log:
         return subprocess.Popen(
             [sys.executable, *program, *arguments],
@@ -150,7 +155,7 @@ def test_a_run_killed_and_resumed_is_the_uninterrupted_run(
     """Killed between two checkpoints (its last 50 steps are lost and replayed) and right
     after one."""
     run_dir = tmp_path / "run"
-    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}", kill_at_step=kill_at_step)
+    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}", at_step=kill_at_step)
     assert process.wait(timeout=600) == -signal.SIGKILL, stderr(run_dir)
     assert not (run_dir / "agent_final.pt").exists()
     assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == checkpoint_step
@@ -200,3 +205,43 @@ def test_a_second_sigint_stops_at_once():
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def test_a_second_sigint_stops_at_once_with_the_last_checkpoints_resume_line(tmp_path):
+    run_dir = tmp_path / "run"
+    process = launch(
+        run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}", at_step=150, signals="SIGINT,SIGINT"
+    )
+    assert process.wait(timeout=600) == 130
+    assert stderr(run_dir).splitlines()[-1] == (
+        f"stopped by SIGINT at step 150; resume from its checkpoint at step 100 with: python "
+        f"train.py resume={run_dir}"
+    )
+
+
+def test_a_second_process_in_a_live_run_directory_is_refused_and_changes_nothing(tmp_path):
+    run_dir = tmp_path / "run"
+    first = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}", at_step=150, signals="SIGSTOP")
+    try:
+        while first.poll() is None and _state(first.pid) != "T":
+            time.sleep(0.05)
+        assert first.poll() is None, stderr(run_dir)
+        events = {p.name: p.read_bytes() for p in (run_dir / "tensorboard").glob("events*")}
+        second = subprocess.run(
+            [sys.executable, "train.py", *ARGUMENTS, f"hydra.run.dir={run_dir}"],
+            cwd=ROOT, env=ENVIRONMENT, capture_output=True, text=True, timeout=300,
+        )
+        assert second.returncode == 2
+        assert second.stderr == (
+            f"error: run directory {run_dir} is in use by another train.py process; wait for it "
+            "to stop, or give another hydra.run.dir\n"
+        )
+        assert {p.name: p.read_bytes() for p in (run_dir / "tensorboard").glob("events*")} == events
+    finally:
+        first.kill()
+        first.wait()
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

@@ -1,0 +1,127 @@
+"""The directory a training run writes, and finding such directories below a path.
+
+    runs/<game>/<replay kind>/<date>_<time>/
+        config.yaml       the fully resolved configuration: the run's record
+        checkpoints/      crash-safe checkpoints to resume from (training.checkpoints)
+        tensorboard/      event files
+        agent_latest.pt   agent snapshots (artifacts.snapshot): the latest periodic test's agent,
+        agent_best.pt     the best one's,
+        agent_final.pt    and the last step's, with its target network and optimizer
+
+An export of a run (`python -m reporting export`) is a run directory too: its config.yaml and
+the CSV files of its scores.
+"""
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from envs.games import resolve_game
+
+CONFIG = "config.yaml"
+CHECKPOINTS = "checkpoints"
+TENSORBOARD = "tensorboard"
+LATEST_SNAPSHOT = "agent_latest.pt"
+BEST_SNAPSHOT = "agent_best.pt"
+FINAL_SNAPSHOT = "agent_final.pt"
+
+
+@dataclass(frozen=True)
+class RunDirectory:
+    """One run directory: where its files are, and what its config.yaml says (read on first
+    use, with a YAML safe load: no code runs)."""
+
+    path: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / CONFIG
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / CHECKPOINTS
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / TENSORBOARD
+
+    @property
+    def latest_snapshot(self) -> Path:
+        return self.path / LATEST_SNAPSHOT
+
+    @property
+    def best_snapshot(self) -> Path:
+        return self.path / BEST_SNAPSHOT
+
+    @property
+    def final_snapshot(self) -> Path:
+        return self.path / FINAL_SNAPSHOT
+
+    @functools.cached_property
+    def config(self) -> dict:
+        """config.yaml as plain data; empty when it holds no mapping."""
+        try:
+            config = yaml.safe_load(self.config_file.read_text("utf-8"))
+        except (OSError, yaml.YAMLError) as error:
+            first = (str(error).strip().splitlines() or ["unreadable"])[0]
+            raise ValueError(f"run config {self.config_file} is unreadable: {first}") from None
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def env(self) -> dict:
+        """make_env's arguments as the run was trained with, its game as the ROM id."""
+        env = self.config.get("env")
+        if not isinstance(env, dict):
+            raise ValueError(
+                f"run config {self.config_file} has no 'env' section (is it train.py's?)"
+            )
+        if "game" not in env:
+            return dict(env)
+        return {**env, "game": resolve_game(str(env["game"])).rom_id}
+
+    @property
+    def game(self) -> str:
+        return self.env["game"]
+
+    @property
+    def kind(self) -> str | None:
+        """replay.kind: "uniform", "rank_based" or "proportional"; None in a config.yaml that
+        is not a training run's."""
+        replay = self.config.get("replay")
+        kind = replay.get("kind") if isinstance(replay, dict) else None
+        return None if kind is None else str(kind)
+
+    @property
+    def seed(self) -> int | None:
+        seed = self.config.get("seed")
+        return seed if isinstance(seed, int) else None
+
+    @property
+    def total_steps(self) -> int:
+        return int(self.config["train"]["total_steps"])
+
+    @property
+    def frame_skip(self) -> int:
+        return int(self.env.get("frame_skip", 4))
+
+    @property
+    def total_frames(self) -> int:
+        return self.total_steps * self.frame_skip
+
+
+def find_runs(root: str | os.PathLike) -> list[RunDirectory]:
+    """The run directories at `root` or below it, sorted by path: those whose config.yaml has a
+    replay.kind. Hydra's own records (.hydra/, .submitit/) are not runs, nor is anything else
+    below a dot-directory. An unreadable config.yaml is a one-line ValueError."""
+    root = Path(root)
+    runs = []
+    for config_file in sorted(root.rglob(CONFIG)):
+        if any(part.startswith(".") for part in config_file.relative_to(root).parts[:-1]):
+            continue
+        run = RunDirectory(config_file.parent)
+        if run.kind is not None:
+            runs.append(run)
+    return runs

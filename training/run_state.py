@@ -1,0 +1,75 @@
+"""A run's complete state between two steps, as plain data for a checkpoint, and back."""
+
+from types import SimpleNamespace
+
+import torch
+
+from envs.games import resolve_game
+from training.checkpoints import CheckpointError
+from training.plain_config import select
+
+# What a checkpoint must share with the config that resumes it: the shapes of what it stores.
+IDENTITY_KEYS = (
+    "env.game",
+    "env.screen_size",
+    "env.full_action_space",
+    "agent.history_length",
+    "replay.kind",
+    "replay.capacity",
+)
+
+
+def run_identity(cfg: SimpleNamespace) -> dict:
+    identity = {key: select(cfg, key) for key in IDENTITY_KEYS}
+    identity["env.game"] = resolve_game(identity["env.game"]).rom_id
+    return identity
+
+
+def check_resumable(checkpoint: dict, cfg: SimpleNamespace) -> None:
+    """One line, before anything is built, when the checkpoint belongs to another run (its
+    replay kind, memory size, game...) and could not be loaded."""
+    stored = checkpoint["state"].get("identity")
+    if stored is None:  # written before checkpoints recorded it
+        return
+    for key, here in run_identity(cfg).items():
+        if stored.get(key) != here:
+            raise CheckpointError(
+                f"checkpoint {checkpoint['path']} is of another run: {key} is "
+                f"{stored.get(key)} there, {here} here"
+            )
+
+
+def capture_run_state(training) -> dict:
+    """Everything `restore_run_state` needs to continue `training` exactly from this step,
+    except the replay's frames (the checkpoint store copies those itself)."""
+    parts = training.parts
+    return {
+        "identity": run_identity(training.cfg),
+        "step": training.step,
+        "episode_return": training.episode_return,
+        "acting_state": parts.frame_stack.state,
+        "env": parts.env.capture_state(),
+        "agent": parts.agent.state_dict(),
+        "replay": parts.replay.state_dict(),
+        "rngs": {name: rng.bit_generator.state for name, rng in parts.rngs.items()},
+        "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
+        "progress": training.progress.state_dict(),
+        "best_score": training.periodic_test.best_score,
+        "pending_test_step": training.periodic_test.pending_step,
+    }
+
+
+def restore_run_state(training, state: dict) -> None:
+    """The inverse of `capture_run_state`, except `progress` (restored once it exists)."""
+    parts = training.parts
+    training.step = int(state["step"])
+    training.episode_return = float(state["episode_return"])
+    training.periodic_test.best_score = float(state["best_score"])
+    training.periodic_test.pending_step = state.get("pending_test_step")  # None: none pending
+    parts.frame_stack.load(state["acting_state"])
+    parts.env.restore_state(state["env"])
+    parts.agent.load_state_dict(state["agent"])
+    parts.replay.load_state_dict(state["replay"])
+    for name, rng in parts.rngs.items():
+        rng.bit_generator.state = state["rngs"][name]
+    torch.set_rng_state(state["torch_rng"])
