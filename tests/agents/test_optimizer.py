@@ -5,8 +5,10 @@ import io
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from agents import CenteredRMSProp
+from agents.networks import NatureQNetwork
 
 INITIAL = np.array([0.5, -1.0, 2.0, 0.0])
 GRADIENTS = np.array(
@@ -132,3 +134,170 @@ def test_parameters_without_gradient_are_untouched_and_closure_is_returned():
 def test_rejects_invalid_hyperparameters(kwargs):
     with pytest.raises(ValueError, match="need lr >= 0"):
         CenteredRMSProp([torch.nn.Parameter(torch.ones(1))], **kwargs)
+
+
+class PerParameterCenteredRMSProp(torch.optim.Optimizer):
+    """CenteredRMSProp as it was before its foreach step: a loop over parameters, g and g2
+    allocated on a parameter's first gradient. The bit-identity reference, and the writer of
+    state dicts in the old checkpoints' format."""
+
+    def __init__(self, params, lr, decay=0.95, epsilon=0.01):
+        super().__init__(params, {"lr": lr, "decay": decay, "epsilon": epsilon})
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            lr, decay, epsilon = group["lr"], group["decay"], group["epsilon"]
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                grad, state = param.grad, self.state[param]
+                if not state:
+                    state["grad_avg"] = torch.zeros_like(param)
+                    state["square_avg"] = torch.zeros_like(param)
+                grad_avg, square_avg = state["grad_avg"], state["square_avg"]
+                grad_avg.mul_(decay).add_(grad, alpha=1.0 - decay)
+                square_avg.mul_(decay).addcmul_(grad, grad, value=1.0 - decay)
+                variance = square_avg.addcmul(grad_avg, grad_avg, value=-1.0)
+                param.addcdiv_(grad, variance.add_(epsilon).sqrt_(), value=-lr)
+
+
+# DoubleDQN's values (ε = 0.01 / 32², gradients of a mean loss) and DeepMind's (summed loss).
+HYPERPARAMETERS = [
+    {"lr": 0.00025, "decay": 0.95, "epsilon": 0.01 / 32**2},
+    {"lr": 0.1, "decay": 0.9, "epsilon": 0.01},
+]
+
+
+def nature_cnn_parameters():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        network = NatureQNetwork(6, 4)
+    return [torch.nn.Parameter(param.detach().clone()) for param in network.parameters()]
+
+
+def random_gradients(params, step, only=None):
+    """Gradients over four orders of magnitude (some below, some above sqrt(ε)), so that
+    both the variance and ε dominate the denominator somewhere; `only` picks which get one."""
+    generator = torch.Generator().manual_seed(1000 + step)
+    scale = 10.0 ** torch.empty(1).uniform_(-4, 0, generator=generator).item()
+    return [
+        scale * torch.randn(param.shape, generator=generator)
+        if only is None or index in only
+        else None
+        for index, param in enumerate(params)
+    ]
+
+
+def copy_of(params):
+    return [torch.nn.Parameter(param.detach().clone()) for param in params]
+
+
+def run_steps(pairs, steps, only=None):
+    """Step each (params, optimizer) on the same gradients, checking after every step that
+    parameters and state agree bit for bit."""
+    for step in steps:
+        gradients = random_gradients(pairs[0][0], step, only)
+        for params, optimizer in pairs:
+            for param, gradient in zip(params, gradients, strict=True):
+                param.grad = gradient  # the optimizer only reads it
+            optimizer.step()
+        assert_bit_identical(*pairs)
+
+
+def assert_bit_identical(*pairs):
+    (params, optimizer), others = pairs[0], pairs[1:]
+    for other_params, other_optimizer in others:
+        for a, b in zip(params, other_params, strict=True):
+            assert torch.equal(a, b)
+            for key in optimizer.state[a]:
+                assert torch.equal(optimizer.state[a][key], other_optimizer.state[b][key]), key
+
+
+def save_and_load(state_dict):
+    buffer = io.BytesIO()
+    torch.save(state_dict, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, weights_only=True)
+
+
+@pytest.mark.parametrize("hyperparameters", HYPERPARAMETERS)
+def test_foreach_step_is_bit_identical_to_the_per_parameter_rule(hyperparameters):
+    reference = nature_cnn_parameters()
+    params = copy_of(reference)
+    run_steps(
+        [
+            (reference, PerParameterCenteredRMSProp(reference, **hyperparameters)),
+            (params, CenteredRMSProp(params, **hyperparameters)),
+        ],
+        range(30),
+    )
+
+
+@pytest.mark.parametrize("hyperparameters", HYPERPARAMETERS)
+def test_foreach_step_stays_bit_identical_after_a_state_dict_round_trip(hyperparameters):
+    reference, params = nature_cnn_parameters(), nature_cnn_parameters()
+    reference_pair = (reference, PerParameterCenteredRMSProp(reference, **hyperparameters))
+    pair = (params, CenteredRMSProp(params, **hyperparameters))
+    run_steps([reference_pair, pair], range(15))
+    restored = copy_of(params)
+    restored_optimizer = CenteredRMSProp(restored, **hyperparameters)
+    restored_optimizer.load_state_dict(save_and_load(pair[1].state_dict()))
+    run_steps([reference_pair, pair, (restored, restored_optimizer)], range(15, 30))
+
+
+@pytest.mark.parametrize("steps_before", [0, 10])
+def test_state_dicts_in_the_old_format_continue_bit_identically(steps_before):
+    """The old rule allocated g and g2 on a parameter's first gradient: its state dict holds
+    nothing for a parameter that never had one (here the odd-numbered ones), or at all."""
+    hyperparameters = HYPERPARAMETERS[0]
+    old = nature_cnn_parameters()
+    old_pair = (old, PerParameterCenteredRMSProp(old, **hyperparameters))
+    evens = set(range(0, len(old), 2))
+    run_steps([old_pair], range(steps_before), only=evens)
+    old_state = save_and_load(old_pair[1].state_dict())
+    assert len(old_state["state"]) == (len(evens) if steps_before else 0)
+    params = copy_of(old)
+    optimizer = CenteredRMSProp(params, **hyperparameters)
+    optimizer.load_state_dict(old_state)
+    run_steps([old_pair, (params, optimizer)], range(steps_before, steps_before + 20))
+
+
+def test_state_exists_before_the_first_step_and_step_keeps_its_tensors():
+    """What CUDA graph capture needs: a step writes into the state it finds, allocating none,
+    also after loading a state dict that lacks some (an unused optimizer's)."""
+    params = nature_cnn_parameters()
+    optimizer = CenteredRMSProp(params, lr=0.1)
+    optimizer.load_state_dict(PerParameterCenteredRMSProp(params, lr=0.1).state_dict())
+    state = state_tensors(optimizer, params)
+    assert len(state) == 2 * len(params) and not any(torch.count_nonzero(t) for t in state)
+    run_steps([(params, optimizer)], range(1))
+    assert [t.data_ptr() for t in state_tensors(optimizer, params)] == [t.data_ptr() for t in state]
+    assert all(torch.count_nonzero(t) for t in state)
+
+
+def state_tensors(optimizer, params):
+    return [optimizer.state[param][key] for param in params for key in ("grad_avg", "square_avg")]
+
+
+def test_a_step_is_eight_foreach_operations_whatever_the_number_of_parameters():
+    params = nature_cnn_parameters()
+    optimizer = CenteredRMSProp(params, lr=0.1)
+    for param, gradient in zip(params, random_gradients(params, step=0), strict=True):
+        param.grad = gradient
+    with OperatorCounter() as counter:
+        optimizer.step()
+    aten = [name for name in counter.operators if name.startswith("aten::")]  # not profiler's
+    assert len(aten) == 8 and all(name.startswith("aten::_foreach_") for name in aten)
+
+
+class OperatorCounter(TorchDispatchMode):
+    """Records the ATen operators a block dispatches (a foreach op counts once)."""
+
+    def __init__(self):
+        super().__init__()
+        self.operators = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.operators.append(func._schema.name)
+        return func(*args, **(kwargs or {}))
