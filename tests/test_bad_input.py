@@ -290,3 +290,14 @@ def test_hydra_refuses_unknown_options_and_keys_before_creating_anything(
     assert result.returncode == 1
     assert result.stderr.startswith(lines)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_replay_beyond_the_machines_memory_is_refused_before_anything_exists(tmp_path):
+    result = train("replay.capacity=1000000000000", f"hydra.run.dir={tmp_path}/new/run")
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        "error: replay.capacity=1000000000000 is not allowed: a full replay needs 7216000.0 GB "
+        "and this machine has "
+    )
+    assert result.stderr.count("\n") == 1
+    assert not (tmp_path / "new").exists()

@@ -4,7 +4,6 @@ from types import SimpleNamespace
 
 import torch
 
-from envs.games import resolve_game
 from training.checkpoints import CheckpointError
 from training.plain_config import select
 
@@ -20,9 +19,7 @@ IDENTITY_KEYS = (
 
 
 def run_identity(cfg: SimpleNamespace) -> dict:
-    identity = {key: select(cfg, key) for key in IDENTITY_KEYS}
-    identity["env.game"] = resolve_game(identity["env.game"]).rom_id
-    return identity
+    return {key: select(cfg, key) for key in IDENTITY_KEYS}
 
 
 def check_resumable(checkpoint: dict, cfg: SimpleNamespace) -> None:

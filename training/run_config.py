@@ -1,0 +1,110 @@
+"""The config a run runs with, and its record in the run directory (Hydra's side of train.py).
+
+A resumed run keeps its stored config; a new run in an existing directory must have the
+same one; config.yaml is written only once the run is built, so a command that fails leaves no
+record of a run that never started.
+"""
+
+import time
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from artifacts.atomic import write_atomically
+from artifacts.run_directory import RunDirectory
+from envs.games import resolve_game
+from training.run_guard import RunDirectoryError
+
+# Hydra creates the run directory before `main` runs; see `remove_created_directories`.
+_STARTED_NS = time.time_ns()
+
+
+def _record(cfg: DictConfig) -> dict:
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("resume", None)
+    return resolved
+
+
+def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:
+    """A run directory that holds a run must hold this config's (`record_run_config` writes
+    it once the run is built)."""
+    path = RunDirectory(run_dir).config_file
+    if not path.exists():
+        return
+    existing = OmegaConf.to_container(OmegaConf.load(path))
+    existing.pop("resume", None)
+    env = existing.get("env") or {}
+    if isinstance(env.get("game"), str):  # runs from before the game was stored as its ROM id
+        env["game"] = resolve_game(env["game"]).rom_id
+    differences = _differences(existing, _record(cfg))
+    if differences:
+        key, (there, here) = next(iter(differences.items()))
+        raise RunDirectoryError(
+            f"run directory {run_dir} holds a different run: {key} is {there} there, {here} here"
+        )
+
+
+def _plain(value):
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _differences(a, b, prefix: str = "") -> dict:
+    if isinstance(a, dict) and isinstance(b, dict):
+        found = {}
+        for key in sorted(set(a) | set(b)):
+            found.update(_differences(a.get(key), b.get(key), f"{prefix}{key}."))
+        return found
+    return {} if a == b else {prefix.rstrip("."): (a, b)}
+
+
+def run_config(cfg: DictConfig) -> DictConfig:
+    """The config to run: `cfg`, or with `resume` the resumed run's own, which every
+    command-line override must agree with."""
+    if cfg.resume is None:
+        return cfg
+    path = RunDirectory(Path(cfg.resume)).config_file
+    if not path.is_file():
+        raise RunDirectoryError(f"resume={cfg.resume} is not a run directory: no {path.name}")
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    if run_dir.resolve() != path.parent.resolve():
+        raise RunDirectoryError(
+            f"resume={cfg.resume} with hydra.run.dir={run_dir} is not allowed: a resumed run "
+            "continues in its own directory"
+        )
+    stored = OmegaConf.load(path)
+    for override in HydraConfig.get().overrides.task:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key == "resume" or key.startswith("hydra"):
+            continue
+        there, here = (_plain(OmegaConf.select(c, key)) for c in (stored, cfg))
+        if there != here:
+            raise RunDirectoryError(
+                f"resume={cfg.resume}: the run has {key}={there}; a resumed run keeps its config"
+            )
+    stored.resume = cfg.resume
+    return stored
+
+
+def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
+    """Write the run's record, config.yaml, unless it is there: only for a run that starts."""
+    path = RunDirectory(run_dir).config_file
+    if not path.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, OmegaConf.to_yaml(_record(cfg)).encode())
+
+
+def remove_created_directories(run_dir: Path) -> None:
+    """Undo Hydra's `mkdir -p` of the run directory for a refused run: remove it and then its
+    parents while they are empty and were modified after this process started. A directory
+    made before the command stays; an empty parent that existed before goes too (creating the
+    run directory in it changed its time)."""
+    directory = run_dir.absolute()
+    while directory != directory.parent:
+        try:
+            if directory.stat().st_mtime_ns < _STARTED_NS or any(directory.iterdir()):
+                return
+            directory.rmdir()
+        except OSError:
+            return
+        directory = directory.parent
