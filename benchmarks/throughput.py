@@ -1,0 +1,339 @@
+"""End-to-end agent steps/s of the real training loop, and where the time of a step goes.
+
+    python benchmarks/throughput.py replay=proportional --steps 4000
+    python benchmarks/throughput.py replay=uniform agent.device=cuda replay.capacity=1000000
+
+The run is built as train.py builds it (Hydra compose of configs/, `train.build`,
+`Training`) in a temporary directory. The replay is prefilled to capacity through
+`replay.add`, the loop warms up past learning start, and `--steps` steps of `Training.run`
+are timed by wrapping the components' methods in this process (COMPONENTS); bookkeeping is
+the rest (frame stack, schedules, logging, the loop, ~1 µs of wrappers). Evaluation: one
+short periodic test after the window, its playing time scaled to the config's cadence. No
+checkpoint is written (benchmarks/checkpoint.py times them). The ceiling: the same loop with
+a trivial network. On CUDA, `agent.learn` ends with a blocking copy to the host and
+`agent.act` with `.item()`, so each already waits for its GPU work; `--sync` adds
+`torch.cuda.synchronize()` around every timed call, for code that leaves GPU work in flight
+(serialized costs, and a slower loop). Prints tables, asserts nothing.
+"""
+
+import argparse
+import contextlib
+import copy
+import gc
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import agents.double_dqn as double_dqn  # noqa: E402
+import evaluation.protocols as protocols  # noqa: E402
+from artifacts.run_directory import RunDirectory  # noqa: E402
+from envs.games import resolve_game  # noqa: E402
+from train import build  # noqa: E402
+from training.checkpoints import CheckpointStore  # noqa: E402
+from training.loop import Training  # noqa: E402
+from training.periodic_test import PeriodicTest  # noqa: E402
+from training.run_guard import torch_threads  # noqa: E402
+from training.validation import validate_config  # noqa: E402
+
+# The learning phase as most of a 50M-step run sees it: learning has started and ε is at its
+# final 0.01 (the paper's decay spends only the first 1M steps above it).
+BENCHMARK_OVERRIDES = ("train.learning_start_steps=1000", "train.epsilon_decay_steps=0")
+CPU_CAPACITY = 100_000  # the paper's 1M transitions are 7 GB: too much for a quick CPU look
+COMPONENTS = (  # (row, part of Components, its methods timed)
+    ("env", "env", ("step", "reset", "noops_after_life_loss")),
+    ("act", "agent", ("act",)),
+    ("replay add", "replay", ("add", "start_episode")),
+    ("learn: replay.sample", "replay", ("sample",)),
+    ("learn: agent.learn", "agent", ("learn",)),
+    ("learn: update_priorities", "replay", ("update_priorities",)),
+)
+LEARN_ROWS = tuple(row for row, _, _ in COMPONENTS if row.startswith("learn: "))
+RATES = {
+    "steps_per_second": "agent steps/s",
+    "steps_per_second_without_test": "agent steps/s without the test",
+    "updates_per_second": "updates/s",
+    "ms_per_update": "ms per agent.learn",
+    "cpu_per_wall": "process CPU s per wall s",
+}
+
+
+class TrivialQNetwork(nn.Module):
+    """NatureQNetwork's interface (uint8 frames in, Q values out) with almost no arithmetic:
+    a linear map of every 12th pixel (7 x 7 per frame), for the loop's ceiling."""
+
+    def __init__(self, num_actions: int, history_length: int = 4) -> None:
+        super().__init__()
+        self.num_actions, self.history_length = num_actions, history_length
+        self.head = nn.Linear(history_length * 7 * 7, num_actions)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        return self.head(frames[:, :, ::12, ::12].flatten(1).float().div_(255.0))
+
+
+NETWORKS = {"Nature CNN": double_dqn.NatureQNetwork, "trivial network": TrivialQNetwork}
+
+
+@contextlib.contextmanager
+def patched(owner, name: str, value):
+    """`owner.name` is `value` inside the block, in this process only."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+class Meter:
+    """Seconds and calls per row inside the timed window. It also stands in for the loop's
+    StopRequest: the loop reads `signal` once before every step, which is where the window
+    opens after the warm-up and where the run stops after the window."""
+
+    def __init__(self, first: int, last: int, sync: torch.device | None):
+        self.first, self.last = first, last
+        self.synchronize = (lambda: torch.cuda.synchronize(sync)) if sync else lambda: None
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self.training: Training | None = None
+        self.counting, self.opened, self.closed = False, None, None
+
+    @property
+    def signal(self) -> int | None:
+        step = self.training.step
+        if step == self.first and self.opened is None:
+            self.counting, self.opened = True, (time.perf_counter(), time.process_time())
+        elif step >= self.last and self.closed is None:
+            self.counting, self.closed = False, (time.perf_counter(), time.process_time())
+        return None if self.closed is None else signal.SIGTERM
+
+    def wrap(self, owner, name: str, row: str) -> None:
+        original = getattr(owner, name)
+
+        def timed(*args, **kwargs):
+            if not self.counting:
+                return original(*args, **kwargs)
+            self.synchronize()
+            start = time.perf_counter()
+            result = original(*args, **kwargs)
+            self.synchronize()
+            self.seconds[row] += time.perf_counter() - start
+            self.calls[row] += 1
+            return result
+
+        setattr(owner, name, timed)
+
+
+def prefill(replay, count: int, num_actions: int) -> None:
+    """Fill the memory through its own add path, so that the window samples from a full
+    memory as a long run does; the frames' content changes no cost."""
+    frames = np.random.default_rng(0).integers(0, 256, (8, 84, 84), dtype=np.uint8)
+    for index in range(count):
+        if index % 1000 == 0:  # episodes of 1000 steps, each leaving a few slots unsampleable
+            replay.start_episode(frames[0])
+        else:
+            replay.add(index % num_actions, 0.0, False, frames[index % 8])
+
+
+def instrument(training: Training, meter: Meter) -> None:
+    for row, part, methods in COMPONENTS:
+        for method in methods:
+            meter.wrap(getattr(training.parts, part), method, row)
+    training.save_checkpoint = lambda: None  # the run's stop would write one
+    training.periodic_test.stop_requested = lambda: False  # only the loop may read the window
+
+
+def scaled_test_us(training: Training, frames: int) -> float:
+    """µs per training step of the periodic test at the config's cadence, from one test of
+    `frames` frames: playing scales with the frames; making the env, the resets and the
+    snapshots are paid once a test."""
+    cfg = copy.deepcopy(training.cfg)
+    full_frames, cfg.evaluation.frames = cfg.evaluation.frames, min(frames, cfg.evaluation.frames)
+    test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
+    played, play = [0.0], protocols._play
+
+    def timed_play(*args, **kwargs):
+        start = time.perf_counter()
+        result = play(*args, **kwargs)
+        played[0] += time.perf_counter() - start
+        return result
+
+    writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
+    with patched(protocols, "_play", timed_play), contextlib.closing(writer):
+        start = time.perf_counter()
+        test.run(training.parts.agent, training.step, writer)
+        total = time.perf_counter() - start
+    per_test = played[0] * full_frames / cfg.evaluation.frames + total - played[0]
+    return per_test / test.period_steps * 1e6
+
+
+def figures(meter: Meter, steps: int, test_us: float) -> dict:
+    seconds, cpu_seconds = (meter.closed[clock] - meter.opened[clock] for clock in (0, 1))
+    rows = {row: meter.seconds[row] / steps * 1e6 for row, _, _ in COMPONENTS}
+    loop_us = seconds / steps * 1e6
+    rows["bookkeeping"] = loop_us - sum(rows.values())
+    rows["evaluation"] = test_us
+    updates = meter.calls["learn: agent.learn"]
+    return {
+        "us_per_step": rows,
+        "total_us_per_step": loop_us + test_us,
+        "steps_per_second": 1e6 / (loop_us + test_us),
+        "steps_per_second_without_test": 1e6 / loop_us,
+        "updates_per_second": updates / seconds,
+        "ms_per_update": 1e3 * meter.seconds["learn: agent.learn"] / max(updates, 1),
+        # Below 1 with one torch thread: the process waited for a core (a busy machine).
+        "cpu_per_wall": cpu_seconds / seconds,
+    }
+
+
+def measure(cfg, args, name: str) -> dict:
+    """One pass of the real loop with the network `name`, in a throw-away run directory."""
+    gc.collect()  # the last pass's memory is held by reference cycles (wrappers, the meter)
+    with (
+        tempfile.TemporaryDirectory(prefix="throughput_") as directory,
+        patched(double_dqn, "NatureQNetwork", NETWORKS[name]),
+    ):
+        run_dir, parts = Path(directory), build(cfg)
+        try:
+            if not args.no_prefill:
+                prefill(parts.replay, cfg.replay.capacity, parts.agent.num_actions)
+            cuda = parts.agent.device if parts.agent.device.type == "cuda" else None
+            meter = Meter(args.warmup, args.warmup + args.steps, cuda if args.sync else None)
+            checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
+            training = meter.training = Training(parts, cfg, run_dir, checkpoints, meter)
+            instrument(training, meter)
+            training.start(None)
+            training.run()
+            result = figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
+        finally:
+            parts.env.close()
+    return result
+
+
+def compose_config(user: list[str]) -> tuple:
+    """The run's config as train.py sees it, with the benchmark's defaults for the keys the
+    command line leaves alone; returns it and every override applied."""
+    given = {override.split("=", 1)[0].lstrip("+~") for override in user}
+    overrides = [o for o in BENCHMARK_OVERRIDES if o.split("=", 1)[0] not in given] + user
+    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    if double_dqn.resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
+        cfg.replay.capacity = CPU_CAPACITY
+        overrides.append(f"replay.capacity={CPU_CAPACITY}")
+    validate_config(cfg)
+    cfg.env.game = resolve_game(cfg.env.game).rom_id
+    return cfg, overrides
+
+
+def check_window(cfg, args) -> None:
+    """The window must lie in the learning phase, before the end and between two tests."""
+    t, period = cfg.train, cfg.evaluation.every_frames // cfg.env.frame_skip
+    if args.warmup is None:
+        args.warmup = t.learning_start_steps + 500
+    last = args.warmup + args.steps
+    if args.warmup < t.learning_start_steps or args.steps < 1 or last >= t.total_steps:
+        raise ValueError(
+            f"the window (steps {args.warmup + 1:,} to {last:,}) must lie in the learning phase, "
+            f"from train.learning_start_steps={t.learning_start_steps:,} to train.total_steps"
+        )
+    if last // period > args.warmup // period:
+        raise ValueError(f"a periodic test (every {period:,} steps) falls in the window")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, as for train.py"
+    )
+    parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
+    parser.add_argument(
+        "--warmup", type=int, help="steps before the window; None: learning start + 500"
+    )
+    parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
+    parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
+    parser.add_argument("--no-prefill", action="store_true", help="start from an empty memory")
+    parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
+    return parser.parse_intermixed_args()
+
+
+def header(cfg, args, overrides: list[str], loads: list) -> str:
+    device = double_dqn.resolve_device(cfg.agent.device)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU"
+    load = ", ".join(" ".join(f"{x:.2f}" for x in each) for each in loads)
+    memory = "filled by the warm-up only" if args.no_prefill else "prefilled"
+    reduced = "" if cfg.replay.capacity >= 1_000_000 else " (reduced: the paper's is 1,000,000)"
+    return (
+        f"device {device} ({name}, {os.cpu_count()} CPU cores), torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s), --sync {'on' if args.sync else 'off'}; "
+        f"load average {load} (before, after)\n"
+        f"overrides: {' '.join(overrides)}\n"
+        f"{args.steps:,} agent steps timed after {args.warmup:,} (learning from step "
+        f"{cfg.train.learning_start_steps:,}); replay {cfg.replay.capacity:,} transitions"
+        f"{reduced}, {memory}; no checkpoints\n"
+        f"evaluation: one {args.eval_frames:,}-frame test, scaled to {cfg.evaluation.frames:,} "
+        f"frames per {cfg.evaluation.every_frames:,} training frames\n"
+    )
+
+
+def markdown(head: list[str], body: list[list[str]]) -> str:
+    lines = [head, ["---"] + ["---:"] * (len(head) - 1), *body]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
+def tables(passes: dict) -> str:
+    body = []
+    for row in ("env", "act", "replay add", "learn", *LEARN_ROWS, "bookkeeping", "evaluation"):
+        cells = [row.replace("learn: ", "↳ ")]
+        for result in passes.values():
+            rows = result["us_per_step"]
+            value = sum(rows[r] for r in LEARN_ROWS) if row == "learn" else rows[row]
+            cells += [f"{value:,.0f}", f"{100 * value / result['total_us_per_step']:.1f} %"]
+        body.append(cells)
+    totals = (f"{r['total_us_per_step']:,.0f}" for r in passes.values())
+    body.append(["total"] + [cell for total in totals for cell in (total, "100 %")])
+    head = ["component"] + [f"{name} {unit}" for name in passes for unit in ("µs/step", "share")]
+    rates = [
+        [label] + [f"{r[key]:,.{2 if r[key] < 10 else 1}f}" for r in passes.values()]
+        for key, label in RATES.items()
+    ]
+    return markdown(head, body) + "\n\n" + markdown(["rate", *passes], rates)
+
+
+def main() -> None:
+    args = parse_args()
+    try:
+        cfg, overrides = compose_config(args.overrides)
+        check_window(cfg, args)
+    except (ValueError, HydraException) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    torch.set_num_threads(torch_threads(cfg.threads))
+    loads = [os.getloadavg()]
+    names = list(NETWORKS)[: 1 if args.no_ceiling else None]
+    passes = {name: measure(cfg, args, name) for name in names}
+    loads.append(os.getloadavg())
+    print(header(cfg, args, overrides, loads) + "\n" + tables(passes))
+    if args.json:
+        record = {"overrides": overrides, "load": loads, "args": vars(args), "passes": passes}
+        args.json.write_text(json.dumps(record, indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
