@@ -44,8 +44,8 @@ from evaluation.protocols import (
     evaluate_human_starts,
     evaluate_noop,
 )
-from evaluation.report import RunScore, format_table, game_rows, summaries, write_report
 from evaluation.runs import RunSpec, find_snapshots
+from evaluation.score_table import RunScore, format_table, game_rows, summaries, write_report
 from evaluation.snapshot import load_agent_snapshot
 
 DEFAULTS = {

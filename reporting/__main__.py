@@ -15,7 +15,7 @@ from pathlib import Path
 from artifacts.command_line import OneLineParser, output_directory
 from reporting import export, published
 from reporting.plots import plot_all
-from reporting.report import build_report, markdown
+from reporting.sweep_report import build_report, markdown
 
 COMMANDS_HELP = """other commands (each has its own --help):
   python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure  # no pyplot: no global state, no display b
 
 from envs.games import resolve_game
 from reporting import curves
-from reporting.report import Group, Report
+from reporting.sweep_report import Group, Report
 
 if TYPE_CHECKING:  # published.py draws with this module: no import cycle at run time
     from reporting.published import Band, Variant

@@ -23,7 +23,7 @@ from artifacts.run_directory import RunDirectory, find_runs
 from envs.games import normalized_score, resolve_game
 from reporting.export import EVALUATIONS, count_name
 from reporting.plots import plot_published
-from reporting.report import format_percent, format_score, kind_key, markdown_row
+from reporting.sweep_report import format_percent, format_score, kind_key, markdown_row
 
 DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
 DOPAMINE_AGENTS = ("DQN", "Rainbow")

@@ -1,4 +1,5 @@
-"""Evaluation reports: per-game scores beside the paper's, across-game summaries, JSON and CSV.
+"""The score table `evaluate.py` prints and writes: per-game scores beside the paper's,
+across-game summaries, JSON and CSV (`reporting/` makes the learning-curve reports).
 
 Per (replay variant, game): the score is the mean over runs (seeds) of each run's mean episode
 score; its spread is the episode standard deviation for one run, the standard deviation across
