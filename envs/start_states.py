@@ -1,11 +1,14 @@
-"""Start states for the human-starts protocol: the file format, and sampling from human play.
+"""Start states for the human-starts protocol: the file format, and restoring a start point.
 
 DeepMind's human start points were never published, so users make and share their own. A
 start-state file (``.npz``, ``numpy.savez_compressed``, loaded with ``allow_pickle=False``: no
-pickles anywhere) holds, for N start points:
+pickles anywhere) holds, for N start points drawn from T trajectories:
 
-* ``state_bytes`` / ``state_offsets``: the ALE states (``ale.cloneState().serialize()``), as one
-  uint8 blob and N + 1 offsets; state i is restored with ``ALEState(blob[o[i]:o[i + 1]])``;
+* ``state_bytes`` / ``state_offsets``: the ALE states (``ale.cloneState().serialize()``) one
+  frame BEFORE each start point (the reset state for a start at frame 0), as one uint8 blob
+  and N + 1 offsets; ``restore_start`` restores state i (``ALEState(blob[o[i]:o[i + 1]])``)
+  and plays the prefix's last frame, which is how a start point must be entered;
+* ``rams``: uint8 (N, 128), the console RAM at the start point;
 * ``frames``: uint8 (N, history_length, screen_size, screen_size), the agent's acting state at
   the start point, built with the rule of ``make_env`` + ``FrameStack`` (see
   ``envs.trajectories.agent_frames``): an emulator state does not hold past screens;
@@ -13,12 +16,19 @@ pickles anywhere) holds, for N start points:
 * ``episode_frames``: int64 (N,), ALE's episode frame number at the start point (the prefix);
 * ``prefix_scores``: float64 (N,), what the human had scored by then (informational only);
 * ``trajectory_indices``, ``trajectory_frames``: int64 (N,), where each start came from;
+* ``trajectory_seeds``: int64 (T,), the seed of each trajectory's ``reset``;
+* ``action_bytes`` / ``action_offsets``: the ALE action id of every emulator frame of each
+  trajectory (``frames_per_action`` already applied), one uint8 blob and T + 1 offsets. Start
+  point i is reached from ``reset(seed=trajectory_seeds[t])`` by the first
+  ``trajectory_frames[i]`` actions of trajectory ``t = trajectory_indices[i]`` (its prefix); the
+  actions after it are the human's continuation, which verification replays;
 * ``metadata``: a JSON string with format, version, game (ROM id), rom_md5, ale_py_version,
   frame_skip, screen_size, history_length, the trajectory sources and a SHA-256 of the arrays.
 
 A file is refused, with one line, when its game, ROM checksum or ale-py version differ from the
-ones asked for / installed (a state restored into another emulator build is undefined), or when
-its content does not match its checksum.
+ones asked for / installed (a state restored into another emulator build is undefined), when
+its content does not match its checksum, or when it is an older version. Whether its states
+restore faithfully is checked by ``envs.trajectories.verify_start_states`` (replays).
 """
 
 from __future__ import annotations
@@ -39,15 +49,18 @@ import numpy as np
 from envs.games import resolve_game
 
 FORMAT = "per-atari-start-states"
-VERSION = 1
+VERSION = 2
+RAM_SIZE = 128
 _ARRAYS = {  # name -> (dtype, shape after the leading N; None = checked separately)
     "frames": (np.uint8, None),
+    "rams": (np.uint8, (RAM_SIZE,)),
     "screens": (np.uint8, (210, 160, 3)),
     "episode_frames": (np.int64, ()),
     "prefix_scores": (np.float64, ()),
     "trajectory_indices": (np.int64, ()),
     "trajectory_frames": (np.int64, ()),
 }
+_BLOBS = ("state_bytes", "state_offsets", "action_bytes", "action_offsets")
 
 
 @functools.cache
@@ -75,12 +88,20 @@ class StartStates:
     trajectory_indices: np.ndarray
     trajectory_frames: np.ndarray
     trajectory_sources: tuple[str, ...]
+    rams: np.ndarray
+    trajectory_seeds: np.ndarray
+    trajectory_actions: tuple[bytes, ...]  # per emulator frame, one bytes per trajectory
 
     def __len__(self) -> int:
         return len(self.states)
 
     def ale_state(self, index: int) -> ale_py.ALEState:
+        """The state one frame before start point ``index``: enter it with ``restore_start``."""
         return ale_py.ALEState(self.states[index])
+
+    def actions(self, trajectory: int) -> np.ndarray:
+        """The ALE action id of every emulator frame of ``trajectory``, from its reset on."""
+        return np.frombuffer(self.trajectory_actions[trajectory], dtype=np.uint8)
 
     def first(self, count: int) -> StartStates:
         """The first ``count`` start points (for a quick look; the protocol uses all 100)."""
@@ -88,15 +109,42 @@ class StartStates:
         return dataclasses.replace(self, states=self.states[:count], **arrays)
 
 
+def restore_start(ale: ale_py.ALEInterface, starts: StartStates, index: int) -> None:
+    """Put an emulator that has just been ``reset()`` into start point ``index`` (frame k).
+
+    ale-py's serialized state leaves part of the emulator out (the TIA's drawing state, among
+    others), and what is left out is whatever the restoring emulator last did: Q*bert restored
+    right after ``reset()`` plays on differently from the first frame, and Yars' Revenge draws
+    its first frame differently (benchmarks/restore_fidelity.py). So the emulator plays one
+    NOOP frame (unless the stored state is the reset itself), restores the state of frame
+    k - 1, and plays frame k with the prefix's own action: the left-out part is then what this
+    game's frame k made it. Raises ValueError if that did not reach the stored frame number and
+    RAM. That the game then goes on as recorded is checked by
+    ``envs.trajectories.verify_start_states``, which enters start points with this function.
+    """
+    frame = int(starts.episode_frames[index])
+    if frame > 1:
+        ale.act(0)  # ALE action 0 is NOOP in every game
+    ale.restoreState(starts.ale_state(index))
+    if frame > 0:
+        trajectory = int(starts.trajectory_indices[index])
+        ale.act(int(starts.actions(trajectory)[frame - 1]))
+    if ale.getEpisodeFrameNumber() != frame or not np.array_equal(ale.getRAM(), starts.rams[index]):
+        raise ValueError(
+            f"start point {index} did not restore (frame number {ale.getEpisodeFrameNumber()} "
+            f"instead of {frame}, or another RAM)"
+        )
+
+
 def save_start_states(path: str | os.PathLike, starts: StartStates) -> None:
     """Write ``starts`` to ``path`` (.npz) atomically."""
     path = Path(path)
-    offsets = np.cumsum([0] + [len(s) for s in starts.states], dtype=np.int64)
     arrays = {
         name: np.asarray(getattr(starts, name), dtype=dtype) for name, (dtype, _) in _ARRAYS.items()
     }
-    arrays["state_bytes"] = np.frombuffer(b"".join(starts.states), dtype=np.uint8)
-    arrays["state_offsets"] = offsets
+    arrays.update(_blob("state", starts.states))
+    arrays.update(_blob("action", starts.trajectory_actions))
+    arrays["trajectory_seeds"] = np.asarray(starts.trajectory_seeds, dtype=np.int64)
     metadata = {
         "format": FORMAT,
         "version": VERSION,
@@ -125,27 +173,17 @@ def save_start_states(path: str | os.PathLike, starts: StartStates) -> None:
 def load_start_states(path: str | os.PathLike, game: str | None = None) -> StartStates:
     """Read and check a start-state file; ``game`` (any accepted name) must match if given.
 
-    Raises a one-line ValueError for a missing, corrupt or foreign file, another game, another
-    ROM (by MD5) or another ale-py version than the installed one.
+    Raises a one-line ValueError for a missing, corrupt, foreign or older-version file, another
+    game, another ROM (by MD5) or another ale-py version than the installed one.
     """
     path = Path(path)
     arrays, metadata = _read_npz(path)
     _check_compatible(path, metadata, game)
-    count = len(arrays["state_offsets"]) - 1
-    expected_frames = (metadata["history_length"], metadata["screen_size"], metadata["screen_size"])
-    for name, (dtype, shape) in _ARRAYS.items():
-        shape = expected_frames if shape is None else shape
-        array = arrays[name]
-        if array.dtype != dtype or array.shape != (count, *shape):
-            raise ValueError(
-                f"start-state file {path} is corrupt: array {name!r} has the wrong "
-                f"shape or type {array.dtype} {array.shape}"
-            )
     if metadata.get("sha256") != _digest(arrays):
         raise ValueError(
             f"start-state file {path} is corrupt: its content does not match its checksum"
         )
-    blob, offsets = arrays["state_bytes"].tobytes(), arrays["state_offsets"]
+    _check_shapes(path, arrays, metadata)
     return StartStates(
         game=metadata["game"],
         rom_md5=metadata["rom_md5"],
@@ -153,10 +191,26 @@ def load_start_states(path: str | os.PathLike, game: str | None = None) -> Start
         frame_skip=metadata["frame_skip"],
         screen_size=metadata["screen_size"],
         history_length=metadata["history_length"],
-        states=tuple(blob[offsets[i] : offsets[i + 1]] for i in range(count)),
+        states=_split(arrays, "state"),
         trajectory_sources=tuple(metadata["trajectory_sources"]),
+        trajectory_seeds=arrays["trajectory_seeds"],
+        trajectory_actions=_split(arrays, "action"),
         **{name: arrays[name] for name in _ARRAYS},
     )
+
+
+def _blob(name: str, items: tuple[bytes, ...]) -> dict[str, np.ndarray]:
+    """Variable-length byte strings as one uint8 array and their len + 1 offsets."""
+    offsets = np.cumsum([0] + [len(item) for item in items], dtype=np.int64)
+    return {
+        f"{name}_bytes": np.frombuffer(b"".join(items), dtype=np.uint8),
+        f"{name}_offsets": offsets,
+    }
+
+
+def _split(arrays: dict[str, np.ndarray], name: str) -> tuple[bytes, ...]:
+    blob, offsets = arrays[f"{name}_bytes"].tobytes(), arrays[f"{name}_offsets"]
+    return tuple(blob[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1))
 
 
 def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict]:
@@ -176,13 +230,47 @@ def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict]:
         raise ValueError(f"{path} is not a start-state file (format must be {FORMAT!r})")
     if metadata.get("version") != VERSION:
         raise ValueError(
-            f"start-state file {path} has version {metadata.get('version')!r}; "
-            f"this code reads version {VERSION}"
+            f"start-state file {path} has version {metadata.get('version')!r}; this code reads "
+            f"version {VERSION}, whose action prefixes and RAM verify each restore: regenerate "
+            f"it with python -m evaluation.start_states sample TRAJECTORIES.json out={path}"
         )
-    missing = sorted({*_ARRAYS, "state_bytes", "state_offsets"} - set(arrays))
+    missing = sorted({*_ARRAYS, *_BLOBS, "trajectory_seeds"} - set(arrays))
     if missing:
         raise ValueError(f"start-state file {path} is corrupt: missing arrays {missing}")
     return arrays, metadata
+
+
+def _check_shapes(path: Path, arrays: dict[str, np.ndarray], metadata: dict) -> None:
+    """Every array has its type and shape, and every start point's prefix exists."""
+    count = len(arrays["state_offsets"]) - 1
+    trajectories = len(metadata["trajectory_sources"])
+    expected_frames = (metadata["history_length"], metadata["screen_size"], metadata["screen_size"])
+    wanted = {
+        name: (dtype, (count, *(expected_frames if shape is None else shape)))
+        for name, (dtype, shape) in _ARRAYS.items()
+    }
+    wanted["trajectory_seeds"] = (np.int64, (trajectories,))
+    wanted["action_offsets"] = (np.int64, (trajectories + 1,))
+    wanted["state_offsets"] = (np.int64, (count + 1,))
+    for name, (dtype, shape) in wanted.items():
+        if arrays[name].dtype != dtype or arrays[name].shape != shape:
+            raise ValueError(
+                f"start-state file {path} is corrupt: array {name!r} has the wrong shape or "
+                f"type {arrays[name].dtype} {arrays[name].shape}"
+            )
+    for name in ("state", "action"):
+        offsets, blob = arrays[f"{name}_offsets"], arrays[f"{name}_bytes"]
+        if offsets[0] != 0 or offsets[-1] != blob.size or (np.diff(offsets) < 0).any():
+            raise ValueError(f"start-state file {path} is corrupt: bad {name}_offsets")
+    owners, frames = arrays["trajectory_indices"], arrays["trajectory_frames"]
+    if ((owners < 0) | (owners >= trajectories)).any():
+        raise ValueError(f"start-state file {path} is corrupt: a start names no trajectory")
+    if not np.array_equal(frames, arrays["episode_frames"]):  # trajectories begin at a reset
+        raise ValueError(f"start-state file {path} is corrupt: frame numbers disagree")
+    if (frames < 0).any() or (frames > np.diff(arrays["action_offsets"])[owners]).any():
+        raise ValueError(
+            f"start-state file {path} is corrupt: a start point lies outside its trajectory"
+        )
 
 
 def _check_compatible(path: Path, metadata: dict, game: str | None) -> None:

@@ -18,13 +18,23 @@ points "randomly sampled from human play"): every emulator frame k of every traj
 and ``count`` distinct candidates are drawn uniformly over all of them, so a longer trajectory
 gives proportionally more starts.
 
-Command line (record with the keyboard, sample, show): ``python -m evaluation.start_states``.
+Verification (``verify_start_states``; sampling runs it before it returns, the human-starts
+evaluation before it plays): each trajectory is replayed from its seeded reset, which must
+reach every start point's stored RAM and state bytes; then each start point is restored into
+an evaluation env the way the evaluator restores it (``envs.start_states.restore_start``) and
+both play the human's next ``VERIFY_HORIZON`` frames (NOOPs past the end of the log): RAM and
+screen must match the replay on every frame, or the start points are refused.
+
+Command line (record with the keyboard, sample, verify, show):
+``python -m evaluation.start_states``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,14 +43,20 @@ import cv2
 import gymnasium as gym
 import numpy as np
 
+from envs.atari import make_env
 from envs.games import resolve_game
-from envs.start_states import StartStates, rom_md5
+from envs.start_states import StartStates, restore_start, rom_md5
 
 gym.register_envs(ale_py)
 
 FORMAT = "per-atari-trajectories"
 VERSION = 1
 NUM_ALE_ACTIONS = 18
+# Frames compared after each restore. Every divergence benchmarks/restore_fidelity.py found
+# showed on the first frame after the restore; 1,000 frames (17 s of play) leave a wide margin
+# at a cost of about 1,000 emulator frames per start point.
+VERIFY_HORIZON = 1000
+_verified: set[str] = set()  # fingerprints of start sets verified in this process
 
 
 @dataclass(frozen=True)
@@ -168,13 +184,14 @@ def sample_start_states(
     history_length: int = 4,
     max_episode_frames: int = 108_000,
 ) -> StartStates:
-    """Draw ``count`` start points uniformly over the candidate frames (module docstring) and
-    replay each trajectory once to capture them, in trajectory and frame order. Raises
-    ValueError if there are fewer candidates than ``count`` or a replay diverges from its log."""
+    """Draw ``count`` start points uniformly over the candidate frames (module docstring),
+    replay each trajectory once to capture them, in trajectory and frame order, and verify
+    them (``verify_start_states``). Raises ValueError if there are fewer candidates than
+    ``count``, a replay diverges from its log, or the game's states do not restore faithfully."""
     owners, frames = _draw(log, count, rng, max_episode_frames)
     layout = dict(frame_skip=frame_skip, history_length=history_length, screen_size=screen_size)
     env = replay_env(log.game)
-    captures = []  # (trajectory index, k, state bytes, agent frames, RGB screen, score so far)
+    captures = []  # (trajectory, k, state bytes, agent frames, RGB screen, score so far, RAM)
     try:
         for index in range(len(log.trajectories)):
             targets = [int(k) for k in frames[owners == index]]
@@ -182,7 +199,7 @@ def sample_start_states(
     finally:
         env.close()
     column = list(zip(*captures, strict=True))
-    return StartStates(
+    starts = StartStates(
         game=log.game,
         rom_md5=rom_md5(log.game),
         ale_py_version=ale_py.__version__,
@@ -194,8 +211,16 @@ def sample_start_states(
         trajectory_indices=np.array(column[0], dtype=np.int64),
         trajectory_frames=np.array(column[1], dtype=np.int64),
         trajectory_sources=tuple(t.source for t in log.trajectories),
+        rams=np.stack(column[6]),
+        trajectory_seeds=np.array([t.seed for t in log.trajectories], dtype=np.int64),
+        trajectory_actions=tuple(
+            np.repeat(np.array(t.actions, dtype=np.uint8), log.frames_per_action).tobytes()
+            for t in log.trajectories
+        ),
         **layout,
     )
+    verify_start_states(starts)
+    return starts
 
 
 def _draw(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_frames: int):
@@ -221,9 +246,10 @@ def _draw(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_
 
 
 def _replay(env: gym.Env, log: TrajectoryLog, index: int, targets: list[int], layout: dict):
-    """Replay trajectory ``index`` from its seeded reset; returns (k, state bytes, agent frames,
-    RGB screen, score so far) for each target frame k, ascending. Only the grayscale screens
-    the agent frames need are kept."""
+    """Replay trajectory ``index`` from its seeded reset; returns (k, state bytes of frame
+    k - 1 (of frame 0 for k = 0: see ``restore_start``), agent frames, RGB screen, score so far,
+    RAM) for each target frame k, ascending. Only the grayscale screens the agent frames need
+    are kept."""
     trajectory = log.trajectories[index]
     env.reset(seed=trajectory.seed)
     ale = env.unwrapped.ale
@@ -231,15 +257,18 @@ def _replay(env: gym.Env, log: TrajectoryLog, index: int, targets: list[int], la
     chain = range(0, layout["history_length"] * step, step)  # k, k - step, ... (as offsets)
     wanted = {k - back - pair for k in targets for back in chain for pair in (0, 1)}
     screens, score, frame, captures = {}, 0.0, 0, []
-    remaining = set(targets)
+    remaining, states = set(targets), {}
+    lead_ins = {max(k - 1, 0) for k in targets}
 
     def observe():
         if frame in wanted:
             screens[frame] = ale.getScreenGrayscale()
+        if frame in lead_ins:
+            states[frame] = ale.cloneState().serialize()
         if frame in remaining:
-            state = ale.cloneState().serialize()
+            state = states[max(frame - 1, 0)]
             frames = agent_frames(screens.__getitem__, frame, **layout)
-            captures.append((frame, state, frames, ale.getScreenRGB(), score))
+            captures.append((frame, state, frames, ale.getScreenRGB(), score, ale.getRAM().copy()))
 
     observe()
     for action in trajectory.actions:
@@ -258,3 +287,120 @@ def _replay(env: gym.Env, log: TrajectoryLog, index: int, targets: list[int], la
             f"{trajectory.score}: the emulator diverged from the recording"
         )
     return captures
+
+
+def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
+    """Refuse, with a one-line ValueError, start points that their action prefix does not reach
+    from its seeded reset, or whose restore does not go on exactly like that replay for
+    ``horizon`` frames (module docstring). A start set passes once per process: later calls
+    with the same content return at once."""
+    fingerprint = _fingerprint(starts, horizon)
+    if fingerprint in _verified:
+        return
+    env = make_env(starts.game, seed=0, noop_max=0)  # restored into as the evaluator does
+    replay = replay_env(starts.game)
+    try:
+        for trajectory in np.unique(starts.trajectory_indices):
+            members = np.flatnonzero(starts.trajectory_indices == trajectory)
+            truth = _replay_truth(replay, starts, int(trajectory), members, horizon)
+            for index in members:
+                _check_restore(env, starts, int(index), *truth, horizon)
+    finally:
+        env.close()
+        replay.close()
+    _verified.add(fingerprint)
+
+
+def _replay_truth(
+    env: gym.Env, starts: StartStates, trajectory: int, members: np.ndarray, horizon: int
+):
+    """Replay ``trajectory`` from its seeded reset, checking each member start point's stored
+    state (on the frame before it) and RAM. Returns the per-frame actions (NOOP past the log)
+    and, in the ``horizon`` frames after each member, the RAM and a CRC-32 of the screen after
+    frame j + 1 at index j."""
+    checks: dict[int, list[tuple[str, int]]] = {}  # frame -> (what, start point)
+    starts_at = [int(starts.trajectory_frames[index]) for index in members]
+    for frame, index in zip(starts_at, members, strict=True):
+        checks.setdefault(max(frame - 1, 0), []).append(("ALE state", int(index)))
+        checks.setdefault(frame, []).append(("RAM", int(index)))
+    end = max(starts_at) + horizon
+    actions = starts.actions(trajectory)
+    stream = np.zeros(max(end, len(actions)), dtype=np.uint8)  # ALE action 0 is NOOP
+    stream[: len(actions)] = actions
+    watched = np.zeros(end, dtype=bool)
+    for frame in starts_at:
+        watched[frame : frame + horizon] = True
+    rams = np.zeros((end, 128), dtype=np.uint8)
+    screens = np.zeros(end, dtype=np.uint32)
+    env.reset(seed=int(starts.trajectory_seeds[trajectory]))
+    ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
+    for frame in range(end):
+        for part, index in checks.get(frame, ()):
+            _check_prefix(ale, starts, index, part)
+        ale.act(int(stream[frame]))
+        if watched[frame]:
+            rams[frame] = ale.getRAM()
+            ale.getScreen(screen)  # into the buffer: no allocation per frame
+            screens[frame] = zlib.crc32(screen)
+    return stream, rams, screens
+
+
+def _check_prefix(ale: ale_py.ALEInterface, starts: StartStates, index: int, part: str) -> None:
+    """The replayed emulator's RAM or ALE state must be the one stored for ``index``."""
+    if part == "RAM" and np.array_equal(ale.getRAM(), starts.rams[index]):
+        return
+    if part == "ALE state" and ale.cloneState().serialize() == starts.states[index]:
+        return
+    trajectory = int(starts.trajectory_indices[index])
+    raise ValueError(
+        f"start point {index} (frame {int(starts.trajectory_frames[index])} of trajectory "
+        f"{trajectory}) is not what its action prefix reaches from reset(seed="
+        f"{int(starts.trajectory_seeds[trajectory])}): its stored {part} differs; the start "
+        "states were altered or made by other code: sample them again"
+    )
+
+
+def _check_restore(env, starts: StartStates, index: int, stream, rams, screens, horizon: int):
+    """Restore start point ``index`` into ``env`` like the evaluator and play the replay's next
+    ``horizon`` frames: every frame's RAM and screen must be the replay's."""
+    env.reset()
+    ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
+    try:
+        restore_start(ale, starts, index)
+    except ValueError:
+        raise _unfaithful(starts, index, "RAM", "on the start frame itself") from None
+    start = int(starts.episode_frames[index])
+    for frame in range(start, start + horizon):
+        ale.act(int(stream[frame]))
+        ale.getScreen(screen)
+        part = "RAM" if not np.array_equal(ale.getRAM(), rams[frame]) else "screen"
+        if part == "RAM" or zlib.crc32(screen) != screens[frame]:
+            when = f"{frame + 1 - start} frame(s) after the restore"
+            raise _unfaithful(starts, index, part, when)
+
+
+def _unfaithful(starts: StartStates, index: int, part: str, when: str) -> ValueError:
+    game, start = starts.game, int(starts.episode_frames[index])
+    return ValueError(
+        f"{game}: start point {index} (frame {start}) does not restore faithfully in ale-py "
+        f"{ale_py.__version__}: the restored game's {part} left the replayed one {when}, so "
+        f"its human-start scores would be wrong; {game} cannot be evaluated from human starts "
+        "with this ale-py (docs/evaluation.md, restore fidelity)"
+    )
+
+
+def _fingerprint(starts: StartStates, horizon: int) -> str:
+    """SHA-256 of everything verification depends on."""
+    digest = hashlib.sha256(f"{starts.game}|{ale_py.__version__}|{horizon}|".encode())
+    for array in (
+        starts.rams,
+        starts.episode_frames,
+        starts.trajectory_indices,
+        starts.trajectory_frames,
+        starts.trajectory_seeds,
+    ):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    for items in (starts.states, starts.trajectory_actions):
+        for item in items:
+            digest.update(len(item).to_bytes(8, "little") + item)
+    return digest.hexdigest()

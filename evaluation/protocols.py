@@ -20,7 +20,8 @@ import numpy as np
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from envs.games import normalized_score, resolve_game
-from envs.start_states import StartStates
+from envs.start_states import StartStates, restore_start
+from envs.trajectories import verify_start_states
 
 NOOP_EPSILON = 0.01  # Table 5, "Test", tuned Double DQN and both prioritized variants
 HUMAN_STARTS_EPSILON = 0.001  # Table 5, "Human starts"
@@ -90,7 +91,8 @@ def evaluate_noop(
 
     With ``max_frames``, play stops as soon as the frame budget is used up; the episode running
     then is discarded, and the result holds the completed episodes. If none completed, the cut
-    episode's score is the one score and ``partial`` is True (DeepMind's DQN rule). Give at most
+    episode's score is the one score and ``partial`` is True (DQN Zoo's rule; DeepMind's Lua
+    code averages completed episodes only). Give at most
     one of the two; with neither, 30 episodes are played. ``env_kwargs`` are make_env's
     arguments (the run config's ``env``), so episodes are capped at its ``max_episode_frames``.
     """
@@ -131,24 +133,24 @@ def evaluate_human_starts(
     epsilon: float = HUMAN_STARTS_EPSILON,
 ) -> EvaluationResult:
     """One ε-greedy episode from each start point: reset, restore the ALE state (its episode
-    frame number included), rebuild the acting state from the stored frames, and play until
-    game over or the cap on ALE's episode frame number (which counts the human prefix).
-    Only rewards after the start point are scored. The env's no-ops are switched off: the
-    restore would overwrite them anyway."""
+    frame number included) with ``restore_start``, rebuild the acting state from the stored
+    frames, and play until game over or the cap on ALE's episode frame number (which counts
+    the human prefix). Only rewards after the start point are scored. The env's no-ops are
+    switched off: the restore would overwrite them anyway.
+
+    First the start points are verified (``verify_start_states``: replayed from their seeded
+    resets and restored the same way; once per start set and process): a start point that
+    does not restore faithfully is a one-line ValueError, never a silently wrong score."""
     _check_start_states(agent, env_kwargs, start_states)
+    verify_start_states(start_states)
     env, stack = _env_and_stack(agent, {**env_kwargs, "noop_max": 0}, rng)
     ale = env.unwrapped.ale
     scores, ends, starts, emulated = [], [], [], 0
     try:
         for index in range(len(start_states)):
             env.reset()
-            ale.restoreState(start_states.ale_state(index))
+            restore_start(ale, start_states, index)
             prefix = int(start_states.episode_frames[index])
-            if ale.getEpisodeFrameNumber() != prefix:
-                raise ValueError(
-                    f"start point {index} did not restore (frame number "
-                    f"{ale.getEpisodeFrameNumber()} instead of {prefix})"
-                )
             frames = start_states.frames[index]
             state = stack.reset(frames[0])
             for frame in frames[1:]:
@@ -199,6 +201,12 @@ def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) ->
             raise ValueError(
                 f"start states have {key}={stored!r} but the evaluation uses {key}={used!r}"
             )
+    sticky = env_kwargs.get("repeat_action_probability", 0.0)
+    if sticky:  # a sticky repeat could swallow the human action that enters a start point
+        raise ValueError(
+            f"human starts are played without sticky actions, the evaluation has "
+            f"repeat_action_probability={sticky}: set env.repeat_action_probability=0.0"
+        )
     cap = env_kwargs.get("max_episode_frames", 108_000)
     if cap and len(starts) and int(starts.episode_frames.max()) >= cap:
         raise ValueError(

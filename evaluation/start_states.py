@@ -1,18 +1,23 @@
-"""Command-line tools for human start points: record, sample, show.
+"""Command-line tools for human start points: record, sample, verify, show.
 
     python -m evaluation.start_states record game=pong trajectories=pong_human.json \
         out=pong_starts.npz                    # play with the keyboard, then sample 100 starts
     python -m evaluation.start_states sample pong_human.json [more.json ...] out=pong_starts.npz
+    python -m evaluation.start_states verify pong_starts.npz
     python -m evaluation.start_states show pong_starts.npz png=pong_starts.png
 
 ``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``show`` writes its
 PNG with matplotlib. The formats are described in ``envs.start_states`` (start-state files)
-and ``envs.trajectories`` (trajectory files). Exit status 2 with one line on bad input.
+and ``envs.trajectories`` (trajectory files). ``sample`` (and so ``record``) writes a file
+only once every start point has passed ``envs.trajectories.verify_start_states``; ``verify``
+runs that check on an existing file (an evaluation runs it too). Exit status 2 with one line on
+bad input, including a game whose states do not restore faithfully.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from envs.trajectories import (
     replay_env,
     sample_start_states,
     save_trajectories,
+    verify_start_states,
 )
 from evaluation.arguments import parse_arguments
 
@@ -49,6 +55,7 @@ RECORD_DEFAULTS = {
     "zoom": 3.0,
 }
 SHOW_DEFAULTS = {"png": None, "screens": 8}
+VERIFY_DEFAULTS: dict = {}
 
 
 class KeyboardRecorder:
@@ -174,6 +181,19 @@ def record_command(options: dict) -> StartStates:
     return sample_command([Path(options["trajectories"])], options)
 
 
+def verify_command(paths: list[Path]) -> str:
+    """Replay and restore every start point of one file (what an evaluation checks first)."""
+    if len(paths) != 1:
+        raise ValueError("verify needs exactly one start-state file")
+    starts = load_start_states(paths[0])
+    began = time.perf_counter()
+    verify_start_states(starts)
+    return (
+        f"{paths[0]}: all {len(starts)} start points of {starts.game} restore faithfully "
+        f"(verified in {time.perf_counter() - began:.1f} s)"
+    )
+
+
 def show_command(paths: list[Path], options: dict) -> str:
     """A text summary of a start-state file, and optionally a PNG of a few start screens."""
     if len(paths) != 1:
@@ -228,7 +248,12 @@ def write_png(starts: StartStates, path: Path, shown: int) -> None:
     pyplot.close(figure)
 
 
-COMMANDS = {"record": RECORD_DEFAULTS, "sample": SAMPLE_DEFAULTS, "show": SHOW_DEFAULTS}
+COMMANDS = {
+    "record": RECORD_DEFAULTS,
+    "sample": SAMPLE_DEFAULTS,
+    "verify": VERIFY_DEFAULTS,
+    "show": SHOW_DEFAULTS,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             record_command(options)
         elif command == "sample":
             sample_command(paths, options)
+        elif command == "verify":
+            print(verify_command(paths))
         else:
             print(show_command(paths, options))
     except ValueError as error:

@@ -7,9 +7,16 @@ import ale_py
 import numpy as np
 import pytest
 
+import envs.trajectories
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
-from envs.start_states import load_start_states, rom_md5, save_start_states
+from envs.start_states import (
+    _digest,
+    load_start_states,
+    restore_start,
+    rom_md5,
+    save_start_states,
+)
 from envs.trajectories import (
     Trajectory,
     TrajectoryLog,
@@ -19,7 +26,9 @@ from envs.trajectories import (
     replay_env,
     sample_start_states,
     save_trajectories,
+    verify_start_states,
 )
+from evaluation import start_states as start_state_tools
 
 STEPS = 250  # agent steps of 4 frames: 1,000 frames of Pong, long enough for a point or two
 
@@ -89,7 +98,7 @@ def test_a_restored_start_continues_exactly_like_the_recording(recording, starts
         assert np.array_equal(starts.screens[i], screens[k])  # the screen it was recorded from
         assert starts.prefix_scores[i] == scores[k]
         env.reset()
-        ale.restoreState(starts.ale_state(i))
+        restore_start(ale, starts, i)
         assert ale.getEpisodeFrameNumber() == k
         for frame in range(k, min(k + 40, 4 * STEPS)):
             ale.act(int(actions[frame]))
@@ -113,20 +122,25 @@ def test_save_and_load_round_trip(tmp_path, starts):
     loaded = load_start_states(path, game="Pong")
     assert loaded.states == starts.states and loaded.game == "pong"
     assert (loaded.rom_md5, loaded.ale_py_version) == (rom_md5("pong"), ale_py.__version__)
-    for name in ("frames", "screens", "episode_frames", "prefix_scores", "trajectory_indices"):
+    names = ("frames", "screens", "episode_frames", "prefix_scores", "trajectory_indices", "rams")
+    for name in (*names, "trajectory_seeds"):
         assert np.array_equal(getattr(loaded, name), getattr(starts, name)), name
+    assert loaded.trajectory_actions == starts.trajectory_actions
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
     with zipfile.ZipFile(path) as archive:  # plain arrays only, no pickled objects
         assert all(name.endswith(".npy") for name in archive.namelist())
 
 
-def rewrite(source, target, metadata_changes=None, array_changes=None):
-    """Copy a start-state file with edited metadata and/or arrays (the checksum is kept)."""
+def rewrite(source, target, metadata_changes=None, array_changes=None, resign=False):
+    """Copy a start-state file with edited metadata and/or arrays; the checksum is kept, or
+    computed anew with ``resign`` (a deliberate edit that only verification can catch)."""
     with np.load(source, allow_pickle=False) as npz:
         arrays = {name: npz[name] for name in npz.files}
     metadata = json.loads(str(arrays["metadata"]))
     metadata.update(metadata_changes or {})
     arrays.update(array_changes or {})
+    if resign:
+        metadata["sha256"] = _digest(arrays)
     arrays["metadata"] = np.array(json.dumps(metadata))
     np.savez_compressed(target, **arrays)
     return target
@@ -139,7 +153,7 @@ def rewrite(source, target, metadata_changes=None, array_changes=None):
         ({"rom_md5": "0" * 32}, r"was made with a pong ROM of MD5 0{32}, the installed ROM has"),
         ({"ale_py_version": "0.8.1"}, r"was made with ale-py 0.8.1, this is ale-py"),
         ({"format": "something-else"}, r"is not a start-state file"),
-        ({"version": 7}, r"has version 7; this code reads version 1"),
+        ({"version": 1}, r"has version 1; this code reads version 2, .* regenerate it with "),
         ({"game": "pongg"}, r"names an unknown game 'pongg'"),
     ],
 )
@@ -217,3 +231,99 @@ def test_a_replay_that_diverges_from_its_log_is_refused(recording):
     wrong = TrajectoryLog("pong", (Trajectory(log.trajectories[0].actions, 0, 5.0),), 4)
     with pytest.raises(ValueError, match=r"trajectory 0 replays to score -?\d.*, its log says 5"):
         sample_start_states(wrong, rng=np.random.default_rng(0), count=2)
+
+
+# --- verification: prefixes that reach each start point, restores that go on like the replay --
+
+
+@pytest.fixture
+def unverified(monkeypatch):
+    """Forget which start sets this process verified, so that the check really runs."""
+    monkeypatch.setattr(envs.trajectories, "_verified", set())
+
+
+def test_a_pong_file_verifies_after_loading(tmp_path, starts, unverified):
+    save_start_states(tmp_path / "pong.npz", starts)
+    loaded = load_start_states(tmp_path / "pong.npz", game="pong")
+    verify_start_states(loaded)  # replays the prefixes, restores, compares 1,000 frames each
+    assert start_state_tools.main(["verify", str(tmp_path / "pong.npz")]) == 0
+
+
+def edited(starts, name, index):
+    """An array of ``starts`` with one element's bits flipped; actions stay legal ids."""
+    if name == "action_bytes":
+        blob = np.frombuffer(b"".join(starts.trajectory_actions), dtype=np.uint8).copy()
+        frame = int(starts.trajectory_frames[index])
+        blob[:frame] = np.where(blob[:frame] == 3, 4, 3)  # every prefix move the other way
+        return blob
+    array = getattr(starts, name).copy()
+    array[index, 0] ^= 0xFF
+    return array
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("action_bytes", r"start point \d+ \(frame \d+ of trajectory 0\) is not what its action "),
+        (
+            "rams",
+            r"start point 20 \(frame \d+ of trajectory 0\) is not what its action prefix "
+            r"reaches from reset\(seed=0\): its stored RAM differs; .* sample them again",
+        ),
+    ],
+)
+def test_a_tampered_prefix_or_ram_is_refused(tmp_path, starts, unverified, name, message):
+    save_start_states(tmp_path / "good.npz", starts)
+    bad = rewrite(
+        tmp_path / "good.npz", tmp_path / "bad.npz", None, {name: edited(starts, name, 20)}, True
+    )
+    loaded = load_start_states(bad)  # the checksum fits: only verification can tell
+    with pytest.raises(ValueError, match=message) as error:
+        verify_start_states(loaded)
+    assert "\n" not in str(error.value)
+
+
+QBERT_MINIMAL = [0, 1, 2, 3, 4, 5]  # NOOP FIRE UP RIGHT LEFT DOWN
+
+
+@pytest.fixture(scope="module")
+def qbert_log():
+    choices = np.random.default_rng(0).integers(0, len(QBERT_MINIMAL), 200)
+    return TrajectoryLog("qbert", (Trajectory(tuple(QBERT_MINIMAL[c] for c in choices)),), 4)
+
+
+def restore_right_after_reset(ale, starts, index):
+    """restore_start without its NOOP frame: the state is restored right after reset(), as
+    the evaluator did before version 2 (then the prefix's last frame is played as usual)."""
+    ale.restoreState(starts.ale_state(index))
+    frame = int(starts.episode_frames[index])
+    if frame > 0:
+        ale.act(int(starts.actions(int(starts.trajectory_indices[index]))[frame - 1]))
+
+
+def test_qbert_restored_right_after_reset_is_refused_in_one_line(
+    tmp_path, qbert_log, unverified, monkeypatch, capsys
+):
+    monkeypatch.setattr(envs.trajectories, "restore_start", restore_right_after_reset)
+    message = (
+        r"qbert: start point \d+ \(frame \d+\) does not restore faithfully in ale-py 0\.12\.1: "
+        r"the restored game's RAM left the replayed one 1 frame\(s\) after the restore"
+    )
+    with pytest.raises(ValueError, match=message):
+        sample_start_states(qbert_log, rng=np.random.default_rng(0), count=3)
+    save_trajectories(tmp_path / "qbert.json", qbert_log)
+    out = tmp_path / "qbert.npz"
+    assert start_state_tools.main(["sample", str(tmp_path / "qbert.json"), f"out={out}"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: qbert: start point ") and error.count("\n") == 1
+    assert "cannot be evaluated from human starts" in error and not out.exists()
+
+
+def test_qbert_restores_faithfully_after_one_frame_and_at_the_reset_itself(qbert_log, unverified):
+    """restore_start plays one NOOP frame first, except for a start at frame 0: sampling (which
+    verifies) succeeds both in mid-game and on every one of the first 8 frames."""
+    starts = sample_start_states(qbert_log, rng=np.random.default_rng(0), count=6)
+    assert starts.episode_frames.tolist() == [32, 215, 245, 407, 507, 676]
+    opening = TrajectoryLog("qbert", (Trajectory(qbert_log.trajectories[0].actions[:2]),), 4)
+    early = sample_start_states(opening, rng=np.random.default_rng(0), count=8)
+    assert early.episode_frames.tolist() == list(range(8))

@@ -1,10 +1,13 @@
 """The no-op and human-starts protocols on real ALE episodes (Pong, short caps)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from agents.double_dqn import DoubleDQN
 from envs.atari import make_env
+from envs.start_states import restore_start
 from envs.trajectories import Trajectory, TrajectoryLog, replay_env, sample_start_states
 from evaluation.protocols import evaluate_human_starts, evaluate_noop
 
@@ -153,17 +156,18 @@ def human():
     return log, sample_start_states(log, rng=np.random.default_rng(1), count=8)
 
 
-def expected_noop_continuation(log, start, cap):
-    """Replay the human log to ``start`` by hand, then NOOP in 4-frame steps until the frame
-    number reaches ``cap``: (reward after the start, reward before it, final frame number)."""
-    env = replay_env("pong")
+def expected_noop_continuation(log, start, cap, action=NOOP):
+    """Replay the human log to ``start`` by hand, then ``action`` (an ALE id; NOOP unless
+    given) in 4-frame steps until the frame number reaches ``cap``: (reward after the start,
+    reward before it, final frame number)."""
+    env = replay_env(log.game)
     env.reset(seed=0)
     ale = env.unwrapped.ale
     actions = np.repeat(log.trajectories[0].actions, 4)
     prefix = sum(ale.act(int(a)) for a in actions[:start])
     score = 0.0
     while ale.getEpisodeFrameNumber() < cap and not ale.game_over():
-        score += sum(ale.act(NOOP) for _ in range(FRAME_SKIP))
+        score += sum(ale.act(action) for _ in range(FRAME_SKIP))
     env.close()
     return score, prefix, ale.getEpisodeFrameNumber()
 
@@ -213,6 +217,10 @@ def test_human_starts_act_first_on_the_stored_frames_with_epsilon_0_001(human):
         ),
         ({"game": "pong", "frame_skip": 3}, r"frame_skip=4 but the evaluation uses frame_skip=3"),
         ({"game": "pong", "max_episode_frames": 100}, r"at or past env.max_episode_frames=100"),
+        (
+            {"game": "pong", "repeat_action_probability": 0.25},
+            r"repeat_action_probability=0.25: set env.repeat_action_probability=0.0",
+        ),
     ],
 )
 def test_start_states_that_do_not_fit_the_evaluation_are_refused(human, env_kwargs, message):
@@ -220,11 +228,47 @@ def test_start_states_that_do_not_fit_the_evaluation_are_refused(human, env_kwar
         evaluate_human_starts(ScriptedPolicy(), env_kwargs, human[1], rng=np.random.default_rng(0))
 
 
+def test_human_starts_on_qbert_play_on_exactly_like_the_human_game():
+    """Q*bert is the game whose restores diverged right after reset() (benchmarks/
+    restore_fidelity.py): with restore_start every episode scores what the replayed human game
+    scores when the same actions follow (DOWN, index 5 of the minimal set and ALE id 5)."""
+    choices = np.random.default_rng(0).integers(0, 6, 150)
+    log = TrajectoryLog("qbert", (Trajectory(tuple(int(c) for c in choices)),), 4)
+    starts = sample_start_states(log, rng=np.random.default_rng(2), count=3)
+    cap, down = 1500, 5
+    result = evaluate_human_starts(
+        ScriptedPolicy(greedy=down),
+        {"game": "qbert", "max_episode_frames": cap},
+        starts,
+        rng=np.random.default_rng(0),
+        epsilon=0.0,
+    )
+    expected = [expected_noop_continuation(log, int(k), cap, down) for k in starts.episode_frames]
+    assert result.scores.tolist() == [score for score, _, _ in expected]
+    assert result.episode_frames.tolist() == [end for _, _, end in expected]
+    assert result.scores.max() > 0  # the jumps down score
+
+
+def test_start_points_that_fail_verification_are_refused_before_any_play(human):
+    _, starts = human
+    rams = starts.rams.copy()
+    rams[0, 0] ^= 0xFF
+    policy = ScriptedPolicy()
+    with pytest.raises(ValueError, match=r"start point 0 .* its stored RAM differs"):
+        evaluate_human_starts(
+            policy,
+            {"game": "pong", "max_episode_frames": 1000},
+            replace(starts, rams=rams),
+            rng=np.random.default_rng(0),
+        )
+    assert policy.calls == []
+
+
 def test_make_env_restores_the_prefix_frame_number_after_its_own_noops(human):
     _, starts = human
     env = make_env("pong", seed=3)
     _, info = env.reset()
     assert 1 <= info["episode_frame_number"] <= 30
-    env.unwrapped.ale.restoreState(starts.ale_state(5))
+    restore_start(env.unwrapped.ale, starts, 5)
     *_, info = env.step(NOOP)
     assert info["episode_frame_number"] == starts.episode_frames[5] + FRAME_SKIP

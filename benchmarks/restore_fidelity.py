@@ -1,0 +1,156 @@
+"""Does a restored ALE state continue exactly like the emulator that saved it?
+
+For each game and start depth: emulator A (the sampler's replay env) is reset with a seed and
+plays ``depth`` frames of seeded random actions (the game's minimal set, each held 4 frames);
+its states at frames ``depth - 1`` and ``depth`` are cloned and serialized. A then plays
+``horizon`` more frames of another seeded action stream, recording RAM and screen after every
+frame: the truth. A FRESH emulator B made like the evaluator's env (``make_env(noop_max=0)``,
+another seed, ``reset()``) is brought to frame ``depth`` by one of the procedures below and
+plays the same frames; the table gives the first frame (1 = the first frame after frame
+``depth``) where B's RAM and where its screen differ from A's, or ``-`` if none did.
+
+* ``fresh``: restore the state of frame ``depth`` right after ``reset()`` (what the evaluator
+  did before start-state files version 2);
+* ``primed``: as ``fresh``, but play one NOOP frame between ``reset()`` and the restore, unless
+  the state was saved right after a reset (depth 0): B has then played (or not) like A had;
+* ``lead-in``: a ``primed`` restore of the state of frame ``depth - 1``, then that frame's
+  action (``envs.start_states.restore_start``, what the evaluator does now; depth 0 restores
+  the reset state);
+* ``lead-in+rng``: as ``lead-in``, with the states cloned by ``cloneState(include_rng=True)``
+  (which is what ``cloneSystemState`` returns in ale-py 0.12.1; the probe checks that too).
+
+``over`` marks a depth at which A's game had already ended (ALE then emulates nothing, so the
+row says little). It asserts nothing; it prints a table and a one-line summary per procedure.
+
+Run from the repository root: python benchmarks/restore_fidelity.py [--games pong,qbert | --all]
+[--depths 0,1,100,600,1800] [--horizon 2000] [--seed 0]
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import ale_py
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.atari import make_env  # noqa: E402
+from envs.games import all_games, resolve_game  # noqa: E402
+from envs.trajectories import replay_env  # noqa: E402
+
+DEFAULT_GAMES = "pong,breakout,ms_pacman,qbert,road_runner,seaquest,space_invaders"
+PROCEDURES = ("fresh", "primed", "lead-in", "lead-in+rng")
+HOLD = 4  # frames an action is held, like an agent's frame skip
+
+
+def actions(minimal: list[int], frames: int, seed: int) -> np.ndarray:
+    """``frames`` per-frame ALE action ids: seeded random minimal actions held HOLD frames."""
+    picks = np.random.default_rng(seed).choice(minimal, -(-frames // HOLD))
+    return np.repeat(picks, HOLD)[:frames]
+
+
+def play(ale, stream) -> tuple[np.ndarray, np.ndarray]:
+    """RAM (frames, 128) and palette screens (frames, 210, 160) after each frame of ``stream``."""
+    rams, screens = [], []
+    for action in stream:
+        ale.act(int(action))
+        rams.append(ale.getRAM().copy())
+        screens.append(ale.getScreen().copy())
+    return np.array(rams), np.array(screens)
+
+
+def first_difference(mine: np.ndarray, truth: np.ndarray) -> str:
+    """The first frame (1-based) where the per-frame arrays differ, or '-'."""
+    differs = (mine != truth).reshape(len(truth), -1).any(axis=1)
+    return str(int(np.argmax(differs)) + 1) if differs.any() else "-"
+
+
+def restored(game: str, states: dict, procedure: str, depth: int, last: int, seed: int):
+    """A fresh evaluator-style emulator brought to frame ``depth`` by ``procedure``."""
+    env = make_env(game, seed=seed, noop_max=0)
+    env.reset()
+    ale = env.unwrapped.ale
+    lead_in = procedure.startswith("lead-in") and depth > 0
+    saved_at = depth - 1 if lead_in else depth
+    if procedure != "fresh" and saved_at > 0:
+        ale.act(0)
+    kind = "rng" if procedure.endswith("rng") else "plain"
+    ale.restoreState(ale_py.ALEState(states[kind, saved_at]))
+    if lead_in:
+        ale.act(last)
+    return env
+
+
+def probe(game: str, depth: int, horizon: int, seed: int) -> dict[str, str]:
+    """One table row: per procedure, 'first RAM difference / first screen difference'."""
+    env = replay_env(game)
+    env.reset(seed=seed)
+    ale = env.unwrapped.ale
+    minimal = [a.value for a in ale.getMinimalActionSet()]
+    prefix = actions(minimal, depth, seed + 1)
+    for action in prefix[:-2]:
+        ale.act(int(action))
+    states = {}  # (kind, frame) -> bytes, for frames depth - 1 and depth
+    for frame in range(max(depth - 1, 0), depth + 1):
+        if frame > 0:
+            ale.act(int(prefix[frame - 1]))
+        states["plain", frame] = ale.cloneState().serialize()
+        states["rng", frame] = ale.cloneState(include_rng=True).serialize()
+    row = {"over": "over" if ale.game_over() else ""}
+    if ale.cloneSystemState().serialize() != states["rng", depth]:
+        row["over"] += " system-state differs from include_rng"
+    stream = actions(minimal, horizon, seed + 2)
+    truth = play(ale, stream)
+    env.close()
+    last = int(prefix[-1]) if depth else 0
+    for procedure in PROCEDURES:
+        copy = restored(game, states, procedure, depth, last, seed + 3)
+        rams, screens = play(copy.unwrapped.ale, stream)
+        copy.close()
+        row[procedure] = (
+            f"{first_difference(rams, truth[0])} / {first_difference(screens, truth[1])}"
+        )
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", default=DEFAULT_GAMES, help="comma-separated game names")
+    parser.add_argument("--all", action="store_true", help="all 57 games of the paper")
+    parser.add_argument("--depths", default="0,1,100,600,1800", help="start depths in frames")
+    parser.add_argument("--horizon", type=int, default=2000, help="frames compared")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    games = (
+        [g.rom_id for g in all_games()]
+        if args.all
+        else [resolve_game(g).rom_id for g in args.games.split(",")]
+    )
+    depths = [int(d) for d in args.depths.split(",")]
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+    print(f"ale-py {ale_py.__version__}, horizon {args.horizon} frames, seed {args.seed}")
+    print("cells: first frame where RAM / screen differ after the restore ('-': never)\n")
+    print(f"{'game':<20}{'depth':>6}  " + "".join(f"{p:<16}" for p in PROCEDURES) + "note")
+    unfaithful = {p: set() for p in PROCEDURES}
+    started = time.process_time()
+    for game in games:
+        for depth in depths:
+            row = probe(game, depth, args.horizon, args.seed)
+            cells = "".join(f"{row[p]:<16}" for p in PROCEDURES)
+            print(f"{game:<20}{depth:>6}  {cells}{row['over']}", flush=True)
+            for procedure in PROCEDURES:
+                if row[procedure] != "- / -" and not row["over"]:
+                    unfaithful[procedure].add(game)
+    print()
+    for procedure, found in unfaithful.items():
+        print(
+            f"{procedure}: {len(found)} of {len(games)} games diverge: {', '.join(sorted(found))}"
+        )
+    print(f"CPU time {time.process_time() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
