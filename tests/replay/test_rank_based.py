@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
-from replay.rank_based import (
-    RankBasedSampler,
+from replay.rank_based import RankBasedSampler
+from replay.rank_segments import (
     equal_probability_segments,
     rank_cumulative_weights,
     refit_last_segment,
