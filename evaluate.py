@@ -35,17 +35,19 @@ import numpy as np
 
 from artifacts.command_line import unwritable_reason
 from envs.atari import make_env
-from envs.games import PROTOCOLS, normalized_score
 from envs.start_states import load_start_states
 from evaluation.arguments import parse_arguments
-from evaluation.protocols import (
-    HUMAN_STARTS_EPSILON,
-    NOOP_EPSILON,
-    evaluate_human_starts,
-    evaluate_noop,
-)
+from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.runs import RunSpec, find_snapshots
-from evaluation.score_table import RunScore, format_table, game_rows, summaries, write_report
+from evaluation.score_table import (
+    RunScore,
+    format_table,
+    game_rows,
+    paper_note,
+    summaries,
+    write_report,
+)
+from evaluation.scores import normalized_score
 from evaluation.snapshot import load_agent_snapshot
 
 DEFAULTS = {
@@ -61,12 +63,6 @@ DEFAULTS = {
     "env": {},
 }
 _MAKE_ENV_KEYS = set(inspect.signature(make_env).parameters) - {"seed"}
-_TITLES = {
-    "noop": "No-op starts evaluation (1-{noop_max} random no-ops, ε {epsilon}, {episodes}), "
-    "normalized with the no-op reference scores (Wang et al. 2016)",
-    "human_starts": "Human-starts evaluation (ε {epsilon}, {episodes}), normalized with the "
-    "human-starts reference scores (Nair et al. 2015, van Hasselt et al. 2016)",
-}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,9 +87,9 @@ def check_options(options: dict) -> None:
         raise ValueError(
             f"protocol={options['protocol']} is not allowed: must be one of {', '.join(PROTOCOLS)}"
         )
-    if options["protocol"] == "human_starts" and not options["start_states"]:
+    if PROTOCOLS[options["protocol"]].needs_start_states and not options["start_states"]:
         raise ValueError(
-            "protocol=human_starts needs start_states=FILE.npz (or a directory of "
+            f"protocol={options['protocol']} needs start_states=FILE.npz (or a directory of "
             "<rom_id>.npz); make one with python -m evaluation.start_states sample"
         )
     for key in ("episodes", "bootstrap_reps"):
@@ -115,7 +111,7 @@ def check_options(options: dict) -> None:
 
 def run(path: Path, options: dict) -> None:
     """Evaluate every run under ``path``, print the table, write JSON and CSV."""
-    protocol = options["protocol"]
+    protocol = PROTOCOLS[options["protocol"]]
     specs = find_snapshots(path, options["snapshot"])
     output = (
         Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
@@ -126,14 +122,14 @@ def run(path: Path, options: dict) -> None:
     streams = np.random.SeedSequence(options["seed"]).spawn(len(specs))
     scores, sources = [], set()
     for spec, stream in zip(specs, streams, strict=True):
-        print(f"evaluating {spec.name} ({protocol}) ...", file=sys.stderr, flush=True)
+        print(f"evaluating {spec.name} ({protocol.name}) ...", file=sys.stderr, flush=True)
         score, source = evaluate_run(spec, options, np.random.default_rng(stream))
         scores.append(score)
         sources.add(source)
     header = report_header(options, specs, sorted(s for s in sources if s))
     rows = game_rows(scores, protocol)
     summary = summaries(scores, rows, reps=options["bootstrap_reps"], seed=options["seed"])
-    print(format_table(protocol, header, rows, summary))
+    print(format_table(header, rows, summary))
     for written in write_report(output, protocol, header, scores, rows, summary):
         print(f"wrote {written}")
 
@@ -141,24 +137,25 @@ def run(path: Path, options: dict) -> None:
 def evaluate_run(spec: RunSpec, options: dict, rng: np.random.Generator) -> tuple[RunScore, str]:
     """One run under the chosen protocol; returns its score row and the start-state file."""
     agent, info = load_agent_snapshot(spec.snapshot, options["device"])
-    env_kwargs = {"game": info.game, **spec.env_kwargs, **options["env"]}
+    protocol = PROTOCOLS[options["protocol"]]
+    env_kwargs = {"game": info.game, **env_arguments(protocol, spec, options)}
     if env_kwargs["game"] != info.game:
         raise ValueError(
             f"{spec.snapshot} is an agent for {info.game}, but its run config "
             f"says env.game={env_kwargs['game']}"
         )
-    protocol, episodes, source = options["protocol"], options["episodes"], ""
-    if protocol == "noop":
-        epsilon = NOOP_EPSILON if options["epsilon"] is None else options["epsilon"]
-        result = evaluate_noop(agent, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes or 30)
-    else:
-        epsilon = HUMAN_STARTS_EPSILON if options["epsilon"] is None else options["epsilon"]
+    starts, source = None, ""
+    if protocol.needs_start_states:
         start_file = start_state_file(Path(options["start_states"]), info.game)
-        starts = load_start_states(start_file, info.game)
-        if episodes is not None:
-            starts = starts.first(episodes)
-        result = evaluate_human_starts(agent, env_kwargs, starts, rng=rng, epsilon=epsilon)
-        source = str(start_file)
+        starts, source = load_start_states(start_file, info.game), str(start_file)
+    result = protocol.evaluate(
+        agent,
+        env_kwargs,
+        rng=rng,
+        epsilon=epsilon_of(protocol, options),
+        episodes=options["episodes"] or protocol.budget,
+        start_states=starts,
+    )
     score = RunScore(
         run=spec.name,
         game=info.game,
@@ -169,7 +166,7 @@ def evaluate_run(spec: RunSpec, options: dict, rng: np.random.Generator) -> tupl
         episodes=len(result.scores),
         mean=result.mean,
         std=result.std,
-        normalized=normalized_score(result.mean, info.game, protocol),
+        normalized=normalized_score(result.mean, info.game, protocol.reference),
         partial=result.partial,
         episode_scores=tuple(result.scores.tolist()),
         start_frames=tuple(result.start_frames.tolist()),
@@ -187,33 +184,32 @@ def start_state_file(path: Path, game: str) -> Path:
     return path
 
 
+def env_arguments(protocol: Protocol, spec: RunSpec, options: dict) -> dict:
+    """make_env's arguments for a run: its config's, then the env.KEY overrides; the
+    protocol's episode cap where neither sets one."""
+    return {"max_episode_frames": protocol.max_episode_frames, **spec.env_kwargs, **options["env"]}
+
+
+def epsilon_of(protocol: Protocol, options: dict) -> float:
+    return protocol.epsilon if options["epsilon"] is None else options["epsilon"]
+
+
 def report_header(options: dict, specs: list[RunSpec], start_files: list[str]) -> dict:
-    protocol = options["protocol"]
-    default_epsilon = NOOP_EPSILON if protocol == "noop" else HUMAN_STARTS_EPSILON
-    epsilon = default_epsilon if options["epsilon"] is None else options["epsilon"]
-    if protocol == "noop":
-        episodes = f"{options['episodes'] or 30} episodes per run"
-    else:
-        count = f"first {options['episodes']}" if options["episodes"] else "all"
-        episodes = f"{count} start points per run"
-    used = [{**spec.env_kwargs, **options["env"]} for spec in specs]  # what make_env got
+    protocol = PROTOCOLS[options["protocol"]]
+    epsilon = epsilon_of(protocol, options)
+    used = [env_arguments(protocol, spec, options) for spec in specs]  # what make_env got
     noop_max = {env.get("noop_max", 30) for env in used}
-    caps = {env.get("max_episode_frames", 108_000) for env in used}
-    title = _TITLES[protocol].format(
-        noop_max="/".join(map(str, sorted(noop_max))), epsilon=epsilon, episodes=episodes
+    caps = {env["max_episode_frames"] for env in used}
+    title = protocol.title.format(
+        noop_max="/".join(map(str, sorted(noop_max))),
+        epsilon=epsilon,
+        episodes=protocol.budget_text(options["episodes"]),
     )
     cap_text = "/".join(f"{cap:,}" for cap in sorted(caps))
-    title += f"; episodes capped at {cap_text} frames"
-    paper_note = (
-        "paper: Schaul et al. 2016, Table 7 raw scores of tuned Double DQN from human "
-        "starts (Table 6 normalized %)"
-    )
-    if protocol == "noop":
-        paper_note += "; measured from human starts, so not the same protocol as these scores"
     return {
-        "title": title,
-        "paper_note": paper_note,
-        "protocol": protocol,
+        "title": f"{title}; episodes capped at {cap_text} frames",
+        "paper_note": paper_note(protocol),
+        "protocol": protocol.name,
         "epsilon": epsilon,
         "snapshot": options["snapshot"],
         "seed": options["seed"],

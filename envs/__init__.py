@@ -1,4 +1,5 @@
-"""Atari environments, the acting-side frame stack and the games' reference scores."""
+"""Atari environments, the acting-side frame stack and the games' ids (their reference scores
+are in `evaluation.scores`)."""
 
 from envs.atari import make_env
 from envs.frame_stack import FrameStack

@@ -1,6 +1,7 @@
-"""The Atari-57 games: ids, display names and the reference scores used for normalization.
+"""The Atari-57 games: ROM ids, gymnasium ids and display names, and finding one by any of them.
 
-The table lives in ``envs/data/atari57_reference_scores.csv`` (sources in ``envs/data/README.md``).
+The table lives in ``envs/data/atari57_games.csv`` (sources in ``envs/data/README.md``); the
+games' reference scores are the evaluation's (``evaluation/scores.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-_CSV_NAME = "atari57_reference_scores.csv"
+_CSV_NAME = "atari57_games.csv"
 _ACCEPTED = (
     "Accepted: ale-py ROM ids (e.g. breakout), display names (Breakout) "
     "or gymnasium ids (ALE/Breakout-v5)."
@@ -26,19 +27,11 @@ _GYM_ID = re.compile(
 
 @dataclass(frozen=True)
 class Game:
-    """One Atari game and its reference scores.
-
-    ``human_starts_*`` belong to the human-starts protocol (the PER paper's Table 7),
-    ``noop_*`` to the no-op starts protocol; never mix the two when normalizing.
-    """
+    """One Atari game: its names."""
 
     name: str  # display name, e.g. "Breakout", "Up'n Down"
     rom_id: str  # ale-py ROM id, e.g. "up_n_down"
     gym_id: str  # gymnasium id, e.g. "ALE/UpNDown-v5"
-    human_starts_random: float
-    human_starts_human: float
-    noop_random: float
-    noop_human: float
     aliases: tuple[str, ...] = ()  # other display spellings, e.g. ("Up and Down",)
 
 
@@ -68,10 +61,6 @@ def _read_table() -> tuple[Game, ...]:
                 name=name,
                 rom_id=row["rom_id"],
                 gym_id=row["gym_id"],
-                human_starts_random=float(row["human_starts_random"]),
-                human_starts_human=float(row["human_starts_human"]),
-                noop_random=float(row["noop_random"]),
-                noop_human=float(row["noop_human"]),
                 aliases=aliases,
             )
         )
@@ -119,63 +108,3 @@ def resolve_game(name: str) -> Game:
     suggestions = list(dict.fromkeys(table[key].rom_id for key in close))
     hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else "."
     raise ValueError(f"unknown game {name!r} (env.game){hint} {_ACCEPTED}")
-
-
-# --- Normalization and the PER paper's published scores -------------------------------------
-
-PROTOCOLS = ("noop", "human_starts")
-_TABLE7_CSV_NAME = "per_paper_table7_human_starts.csv"
-# Table 7's agent columns, in the paper's order.
-PAPER_COLUMNS = ("dqn", "gorila", "dqn_rank", "ddqn", "ddqn_rank", "ddqn_prop")
-
-
-def reference_scores(game: str, protocol: str) -> tuple[float, float]:
-    """(random, human) scores of ``game`` under ``protocol`` ("noop" or "human_starts")."""
-    spec = resolve_game(game)
-    if protocol == "noop":
-        return spec.noop_random, spec.noop_human
-    if protocol == "human_starts":
-        return spec.human_starts_random, spec.human_starts_human
-    raise ValueError(f"protocol={protocol!r} is not allowed: must be one of {', '.join(PROTOCOLS)}")
-
-
-def normalized_score(score: float, game: str, protocol: str) -> float:
-    """Human-normalized score (agent - random) / |human - random| (PER paper, Equation 4).
-
-    0.0 is random play, 1.0 is the human, with the reference pair of ``protocol``. The absolute
-    value only matters for Video Pinball, whose random score beats the human's.
-    """
-    random_score, human_score = reference_scores(game, protocol)
-    return (float(score) - random_score) / abs(human_score - random_score)
-
-
-@dataclass(frozen=True)
-class PaperScores:
-    """One game's row of the PER paper's Table 7 (raw human-starts scores; None = no entry)."""
-
-    rom_id: str
-    random: float
-    human: float
-    dqn: float | None
-    gorila: float | None
-    dqn_rank: float | None
-    ddqn: float | None
-    ddqn_rank: float | None
-    ddqn_prop: float | None
-
-
-@functools.cache
-def _paper_table() -> dict[str, PaperScores]:
-    path = resources.files(__package__).joinpath("data", _TABLE7_CSV_NAME)
-    table = {}
-    for row in csv.DictReader(path.read_text("utf-8").splitlines()):
-        agents = {column: float(row[column]) if row[column] else None for column in PAPER_COLUMNS}
-        table[row["rom_id"]] = PaperScores(
-            row["rom_id"], float(row["random"]), float(row["human"]), **agents
-        )
-    return table
-
-
-def paper_scores(game: str) -> PaperScores:
-    """The PER paper's Table 7 row for ``game`` (any name :func:`resolve_game` accepts)."""
-    return _paper_table()[resolve_game(game).rom_id]

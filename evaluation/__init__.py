@@ -1,25 +1,13 @@
-"""Evaluation of trained agents: the no-op and human-starts protocols, reports.
+"""Evaluation of trained agents: the no-op and human-starts protocols, human-normalized scores,
+loading snapshots, reports.
 
-The evaluator is plain functions with their own env and generator, fed agent snapshots
-(`artifacts.snapshot`); it never imports `replay` or `training`.
+- `protocol_registry.py`: ``PROTOCOLS``, one ``Protocol`` record per protocol, what
+  `evaluate.py` and its score table read everything about a protocol from;
+- `protocols.py`: the evaluators, plain functions with their own env and generator;
+- `scores.py`: the reference tables, human-normalized scores and the PER paper's Table 7;
+- `snapshot.py`, `runs.py`, `arguments.py`, `score_table.py`: `evaluate.py`'s parts;
+- `start_states.py`: the start-state commands.
+
+It never imports `replay` or `training`. Nothing is imported here, so that `reporting` can
+use `evaluation.scores` without loading torch.
 """
-
-from artifacts.snapshot import SnapshotInfo
-from evaluation.protocols import (
-    HUMAN_STARTS_EPSILON,
-    NOOP_EPSILON,
-    EvaluationResult,
-    evaluate_human_starts,
-    evaluate_noop,
-)
-from evaluation.snapshot import load_agent_snapshot
-
-__all__ = [
-    "HUMAN_STARTS_EPSILON",
-    "NOOP_EPSILON",
-    "EvaluationResult",
-    "SnapshotInfo",
-    "evaluate_human_starts",
-    "evaluate_noop",
-    "load_agent_snapshot",
-]

@@ -19,9 +19,10 @@ import numpy as np
 
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
-from envs.games import normalized_score, resolve_game
+from envs.games import resolve_game
 from envs.start_states import StartStates, restore_start
 from envs.trajectories import verify_start_states
+from evaluation.scores import normalized_score
 
 NOOP_EPSILON = 0.01  # Table 5, "Test", tuned Double DQN and both prioritized variants
 HUMAN_STARTS_EPSILON = 0.001  # Table 5, "Human starts"

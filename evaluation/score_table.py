@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from envs.games import normalized_score, paper_scores, resolve_game
+from envs.games import resolve_game
+from evaluation.protocol_registry import Protocol
+from evaluation.scores import PAPER_REFERENCE, normalized_score, paper_scores
 
 PAPER = (("ddqn", "uniform"), ("ddqn_rank", "rank-based"), ("ddqn_prop", "proportional"))
 GAME_COLUMNS = (
@@ -55,7 +57,7 @@ class RunScore:
     start_frames: tuple[int, ...] = ()  # no-op count or human prefix of each episode
 
 
-def game_rows(runs: list[RunScore], protocol: str) -> list[dict]:
+def game_rows(runs: list[RunScore], protocol: Protocol) -> list[dict]:
     """One row per (variant, game), in game-name order; see the module docstring."""
     groups: dict[tuple[str, str], list[RunScore]] = defaultdict(list)
     for run in runs:
@@ -73,13 +75,13 @@ def game_rows(runs: list[RunScore], protocol: str) -> list[dict]:
             "episodes": sum(m.episodes for m in members),
             "score_mean": float(means.mean()),
             "score_std": spread,
-            "normalized": normalized_score(means.mean(), game, protocol),
+            "normalized": normalized_score(means.mean(), game, protocol.reference),
         }
         for column, _ in PAPER:
             raw = getattr(paper, column)
             row[f"paper_{column}"] = raw
             row[f"paper_{column}_normalized"] = (
-                None if raw is None else normalized_score(raw, game, "human_starts")
+                None if raw is None else normalized_score(raw, game, PAPER_REFERENCE)
             )
         rows.append(row)
     return rows
@@ -147,11 +149,13 @@ def _rliable_iqm(matrix: np.ndarray, *, reps: int, seed: int) -> tuple[float, fl
     return float(points["run"][0]), float(low), float(high)
 
 
-def write_report(directory: Path, protocol: str, header: dict, runs, rows, summary) -> list[Path]:
+def write_report(
+    directory: Path, protocol: Protocol, header: dict, runs, rows, summary
+) -> list[Path]:
     """``evaluation_<protocol>.json`` (everything) and ``.csv`` (one row per variant and game)."""
     directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / f"evaluation_{protocol}.json"
-    csv_path = directory / f"evaluation_{protocol}.csv"
+    json_path = directory / f"evaluation_{protocol.name}.json"
+    csv_path = directory / f"evaluation_{protocol.name}.csv"
     document = {**header, "runs": [asdict(r) for r in runs], "games": rows, "summary": summary}
     json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
     with csv_path.open("w", newline="", encoding="utf-8") as file:
@@ -161,7 +165,18 @@ def write_report(directory: Path, protocol: str, header: dict, runs, rows, summa
     return [json_path, csv_path]
 
 
-def format_table(protocol: str, header: dict, rows: list[dict], summary: list[dict]) -> str:
+def paper_note(protocol: Protocol) -> str:
+    """What the paper columns are, and whether they were measured like these scores."""
+    note = (
+        "paper: Schaul et al. 2016, Table 7 raw scores of tuned Double DQN from human "
+        "starts (Table 6 normalized %)"
+    )
+    if protocol.reference != PAPER_REFERENCE:  # normalized against another protocol's table
+        note += "; measured from human starts, so not the same protocol as these scores"
+    return note
+
+
+def format_table(header: dict, rows: list[dict], summary: list[dict]) -> str:
     """The printed report: one line per game and variant with the paper's Table 7 Double DQN
     scores (and their Table 6 percentages) beside it, then one summary line per variant."""
     lines = [header["title"], ""]

@@ -19,7 +19,7 @@ import numpy as np
 
 from artifacts.command_line import unwritable_reason
 from artifacts.run_directory import CONFIG, RunDirectory, find_runs
-from envs.games import normalized_score
+from evaluation.scores import normalized_score
 from reporting.runs import EPISODE_TAG, EVAL_TAG, read_events, scalars_of, texts_of
 
 EVALUATIONS = "evaluations.csv"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
 from envs.games import resolve_game
+from evaluation.scores import reference_scores
 from reporting import curves
 from reporting.sweep_report import Group, Report
 
@@ -38,7 +39,8 @@ def plot_learning_curves(groups: Sequence[Group], bins: int, ylabel: str, path: 
         label = f"{LABELS.get(group.kind, group.kind)} ({len(group.seeds)} seeds)"
         axes.plot(steps, median, color=_colour(group.kind), label=label, linewidth=1.5)
         axes.fill_between(steps, low, high, color=_colour(group.kind), alpha=0.2, linewidth=0)
-    axes.axhline(game.noop_human, color="green", linestyle="--", linewidth=1, label="human")
+    _, human = reference_scores(game.rom_id, "noop")
+    axes.axhline(human, color="green", linestyle="--", linewidth=1, label="human")
     axes.set_title(game.name)
     axes.set_xlabel("agent steps")
     axes.set_ylabel(ylabel)

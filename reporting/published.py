@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from artifacts.run_directory import RunDirectory, find_runs
-from envs.games import normalized_score, resolve_game
+from envs.games import resolve_game
+from evaluation.scores import normalized_score, reference_scores
 from reporting.export import EVALUATIONS, count_name
 from reporting.plots import plot_published
 from reporting.sweep_report import format_percent, format_score, kind_key, markdown_row
@@ -137,16 +138,15 @@ def variant_row(variant: Variant) -> str:
     """One markdown row (columns in `markdown`)."""
     game = resolve_game(variant.game)
     seeds = ", ".join(str(run.info.seed) for run in variant.runs)
+    random_human = [format_score(value) for value in reference_scores(variant.game, "noop")]
     cells = [game.name, variant.kind, f"{len(variant.runs)} ({seeds})", _budgets(variant)]
     if variant.shared is None:
-        cells += ["–", "–", format_score(game.noop_random), format_score(game.noop_human),
-                  "–", "–", "–", "–"]
+        cells += ["–", "–", *random_human, "–", "–", "–", "–"]
     else:
         index = int(np.flatnonzero(variant.band.frames == variant.shared)[0])
         at, references = dopamine_at(variant.game, variant.shared)
         score = variant.band.median[index]
-        cells += [count_name(variant.shared), variant.band.cell(index),
-                  format_score(game.noop_random), format_score(game.noop_human),
+        cells += [count_name(variant.shared), variant.band.cell(index), *random_human,
                   format_percent(normalized_score(score, variant.game, "noop")),
                   "–" if at is None else count_name(at),
                   *(references[a].cell(-1) if a in references else "–" for a in DOPAMINE_AGENTS)]

@@ -9,6 +9,7 @@ import numpy as np
 
 from artifacts.run_directory import find_runs
 from envs.games import resolve_game
+from evaluation.scores import reference_scores
 from reporting import curves
 from reporting.runs import EVAL_TAG, Run, load_runs
 
@@ -76,7 +77,7 @@ def build_report(multirun_dir: Path) -> Report:
     bins = grid_size(runs)
     groups = group_runs(runs, bins)
     medians = {(g.game, g.kind): g.median for g in groups}
-    random_scores = {g.game: resolve_game(g.game).noop_random for g in groups}
+    random_scores = {g.game: reference_scores(g.game, "noop")[0] for g in groups}
     return Report(runs[0].tag, bins, groups, curves.learning_speed(medians, random_scores), notes)
 
 
@@ -98,13 +99,14 @@ def game_rows(report: Report) -> list[str]:
     rows = []
     for group in report.groups:
         game = resolve_game(group.game)
+        random_score, human_score = reference_scores(group.game, "noop")
         final = float(np.nanmedian(group.curves[:, -1]))
         best = float(np.nanmedian(np.nanmax(group.curves, axis=1)))
-        human = [curves.normalized(v, game.noop_random, game.noop_human) for v in (final, best)]
+        human = [curves.normalized(v, random_score, human_score) for v in (final, best)]
         baseline = uniform_best.get(group.game)
         versus, reaches = None, None
-        if baseline is not None and abs(baseline - game.noop_random) > 1e-9:
-            best_so_far = curves.normalized(curves.running_max(group.median), game.noop_random,
+        if baseline is not None and abs(baseline - random_score) > 1e-9:
+            best_so_far = curves.normalized(curves.running_max(group.median), random_score,
                                             baseline)
             versus, reaches = best_so_far[-1], curves.equivalence_point(best_so_far)
         cells = [game.name, group.kind, str(len(group.seeds)), format_score(final),

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,10 @@ from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import save_agent_snapshot
 from envs.trajectories import Trajectory, TrajectoryLog, save_trajectories
 from evaluation import start_states as start_state_tools
+from evaluation.protocol_registry import PROTOCOLS
+from evaluation.protocols import EvaluationResult
+from evaluation.runs import RunSpec
+from evaluation.scores import normalized_score
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["device=cpu", "env.max_episode_frames=160"]
@@ -146,6 +151,50 @@ def test_bad_arguments_exit_2_with_one_line(multirun, capsys, arguments, message
     assert evaluate.main([str(multirun / "seed=0"), *arguments]) == 2
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1
+
+
+# Every registered protocol, and one that exists only as a record: nothing in evaluate.py or
+# its score table may depend on a protocol's name.
+REGISTERED = [*PROTOCOLS.values(), replace(PROTOCOLS["noop"], name="new", epsilon=0.5, budget=3)]
+
+
+@pytest.mark.parametrize("protocol", REGISTERED, ids=lambda protocol: protocol.name)
+def test_the_registry_drives_evaluate_py(multirun, tmp_path, monkeypatch, capsys, protocol):
+    """Title, ε, budget, start-state need, evaluator and reference table come from the record."""
+    calls = []
+
+    def evaluator(agent, env_kwargs, *, rng, epsilon, episodes, start_states):
+        calls.append((epsilon, episodes, start_states))
+        return EvaluationResult(np.array([5.0, 7.0]), np.array([90, 95]), np.array([3, 4]), 185)
+
+    monkeypatch.setitem(PROTOCOLS, protocol.name, replace(protocol, evaluate=evaluator))
+    monkeypatch.setattr(evaluate, "load_start_states", lambda path, game: f"{game} starts")
+    run = str(multirun / "seed=0")
+    arguments = [run, f"protocol={protocol.name}", f"output={tmp_path}", "device=cpu"]
+    if protocol.needs_start_states:
+        assert evaluate.main(arguments) == 2
+        assert "needs start_states=" in capsys.readouterr().err
+        arguments.append("start_states=pong.npz")
+    assert evaluate.main(arguments) == 0
+    starts = "pong starts" if protocol.needs_start_states else None
+    assert calls == [(protocol.epsilon, protocol.budget, starts)]
+    title = protocol.title.format(
+        noop_max=30, epsilon=protocol.epsilon, episodes=protocol.budget_text(None)
+    )
+    assert capsys.readouterr().out.startswith(title + "; episodes capped at 108,000 frames\n")
+    document = json.loads((tmp_path / f"evaluation_{protocol.name}.json").read_text())
+    assert document["protocol"] == protocol.name and document["epsilon"] == protocol.epsilon
+    expected = normalized_score(6.0, "pong", protocol.reference)
+    assert document["runs"][0]["normalized"] == document["games"][0]["normalized"] == expected
+
+
+def test_the_protocol_caps_episodes_where_the_run_config_does_not():
+    spec = RunSpec("run", Path("agent_best.pt"), {"game": "pong"}, "uniform", 0)
+    for protocol in PROTOCOLS.values():
+        env = evaluate.env_arguments(protocol, spec, {"env": {}})
+        assert env == {"game": "pong", "max_episode_frames": protocol.max_episode_frames}
+        overridden = evaluate.env_arguments(protocol, spec, {"env": {"max_episode_frames": 9}})
+        assert overridden["max_episode_frames"] == 9
 
 
 def test_a_start_state_file_of_another_game_is_refused(tmp_path, start_file, capsys):

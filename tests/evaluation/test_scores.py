@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from envs.games import all_games, normalized_score, paper_scores, reference_scores
+from envs.games import all_games
+from evaluation.scores import normalized_score, paper_scores, reference_scores
 
+ROOT = Path(__file__).resolve().parents[2]
 TABLE6 = Path(__file__).parent / "data" / "per_paper_table6_normalized.csv"
 TABLE6_ROWS = list(csv.DictReader(TABLE6.read_text("utf-8").splitlines()))
 TABLE6_COLUMNS = ("dqn", "dqn_rank", "ddqn", "ddqn_rank", "ddqn_prop")
@@ -57,7 +59,23 @@ def test_table7_reference_columns_are_the_human_starts_reference_scores():
     for game in all_games():
         row = paper_scores(game.rom_id)
         assert (row.random, row.human) == reference_scores(game.rom_id, "human_starts")
-        assert (row.random, row.human) == (game.human_starts_random, game.human_starts_human)
+
+
+def test_the_reference_table_has_a_row_for_each_game_in_order():
+    reference_csv = ROOT / "evaluation" / "data" / "atari57_reference_scores.csv"
+    rows = list(csv.DictReader(reference_csv.read_text("utf-8").splitlines()))
+    assert [row["rom_id"] for row in rows] == [game.rom_id for game in all_games()]
+
+
+def test_reference_numbers_are_floats_from_the_table():
+    assert reference_scores("breakout", "human_starts") == (1.6, 27.9)
+    assert reference_scores("breakout", "noop") == (1.7, 30.5)
+    assert all(
+        isinstance(value, float)
+        for game in all_games()
+        for protocol in ("noop", "human_starts")
+        for value in reference_scores(game.rom_id, protocol)
+    )
 
 
 def test_each_protocol_uses_its_own_reference_pair():

@@ -1,0 +1,108 @@
+"""The evaluation protocols `evaluate.py` offers: one record each, and ``PROTOCOLS``, the one
+list of them. evaluate.py and its score table read everything about a protocol from its record.
+
+A new protocol is one ``Protocol`` added to ``PROTOCOLS`` and, at most, one function with the
+``Evaluator`` signature (docs/evaluation.md, "Adding a protocol").
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+
+import numpy as np
+
+from evaluation.protocols import (
+    HUMAN_STARTS_EPSILON,
+    NOOP_EPSILON,
+    EvaluationResult,
+    Policy,
+    evaluate_human_starts,
+    evaluate_noop,
+)
+
+if typing.TYPE_CHECKING:
+    from envs.start_states import StartStates
+
+# 30 minutes at 60 Hz: both of the paper's protocols cap an episode there (Appendix B.2.3).
+THIRTY_MINUTES_FRAMES = 108_000
+
+
+class Evaluator(typing.Protocol):
+    """Plays one run's episodes under a protocol. ``episodes``: the budget (None: all start
+    points); ``start_states``: None unless the protocol needs them."""
+
+    def __call__(
+        self,
+        agent: Policy,
+        env_kwargs: dict,
+        *,
+        rng: np.random.Generator,
+        epsilon: float,
+        episodes: int | None,
+        start_states: StartStates | None,
+    ) -> EvaluationResult: ...
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Everything evaluate.py and its score table know about one protocol."""
+
+    name: str  # protocol=NAME on the command line; the report is evaluation_NAME.json/.csv
+    epsilon: float  # of the ε-greedy policy (the paper's Table 5); epsilon=E overrides it
+    max_episode_frames: int  # the episode cap where the run's config sets none
+    reference: str  # whose reference table normalizes the scores (evaluation.scores)
+    budget: int | None  # episodes per run unless episodes=N; None: one per start point
+    unit: str  # what the budget counts, in the report's title
+    needs_start_states: bool  # evaluate.py refuses to run it without start_states=
+    title: str  # the report's first line, with {noop_max}, {epsilon} and {episodes} filled in
+    evaluate: Evaluator
+
+    def budget_text(self, episodes: int | None) -> str:
+        """'30 episodes per run'; 'all start points per run', 'first 5 start points per run'."""
+        if self.budget is None:  # then episodes=N is a quick look at the first N start points
+            count = f"first {episodes}" if episodes else "all"
+        else:
+            count = str(episodes or self.budget)
+        return f"{count} {self.unit} per run"
+
+
+def _noop(agent, env_kwargs, *, rng, epsilon, episodes, start_states) -> EvaluationResult:
+    return evaluate_noop(agent, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes)
+
+
+def _human_starts(agent, env_kwargs, *, rng, epsilon, episodes, start_states) -> EvaluationResult:
+    if episodes is not None:
+        start_states = start_states.first(episodes)
+    return evaluate_human_starts(agent, env_kwargs, start_states, rng=rng, epsilon=epsilon)
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    protocol.name: protocol
+    for protocol in (
+        Protocol(
+            name="noop",
+            epsilon=NOOP_EPSILON,
+            max_episode_frames=THIRTY_MINUTES_FRAMES,
+            reference="noop",
+            budget=30,
+            unit="episodes",
+            needs_start_states=False,
+            title="No-op starts evaluation (1-{noop_max} random no-ops, ε {epsilon}, "
+            "{episodes}), normalized with the no-op reference scores (Wang et al. 2016)",
+            evaluate=_noop,
+        ),
+        Protocol(
+            name="human_starts",
+            epsilon=HUMAN_STARTS_EPSILON,
+            max_episode_frames=THIRTY_MINUTES_FRAMES,
+            reference="human_starts",
+            budget=None,
+            unit="start points",
+            needs_start_states=True,
+            title="Human-starts evaluation (ε {epsilon}, {episodes}), normalized with the "
+            "human-starts reference scores (Nair et al. 2015, van Hasselt et al. 2016)",
+            evaluate=_human_starts,
+        ),
+    )
+}
