@@ -1,4 +1,5 @@
-"""Human play as action logs, and start points sampled from them by replay in the emulator.
+"""Play (a human's, or an agent's) as action logs, and start points sampled from them by
+replay in the emulator.
 
 A trajectory file is JSON (never a pickle)::
 
@@ -16,36 +17,37 @@ Sampling (the paper's human starts, after Nair et al. 2015 and van Hasselt et al
 points "randomly sampled from human play"): every emulator frame k of every trajectory with
 ``0 <= k < min(trajectory length, max_episode_frames)`` is a candidate (k frames after reset),
 and ``count`` distinct candidates are drawn uniformly over all of them, so a longer trajectory
-gives proportionally more starts.
+gives proportionally more starts (the drawing and capturing: ``envs.start_sampling``).
 
 Verification (``verify_start_states``; sampling runs it before it returns, the human-starts
 evaluation before it plays): each trajectory is replayed from its seeded reset, which must
 reach every start point's stored RAM and state bytes; then each start point is restored into
 an evaluation env the way the evaluator restores it (``envs.start_states.restore_start``) and
 both play the human's next ``VERIFY_HORIZON`` frames (NOOPs past the end of the log): RAM and
-screen must match the replay on every frame, or the start points are refused.
+screen must match the replay on every frame, or the start points are refused (the replays
+and comparisons: ``envs.start_verification``).
 
-Command line (record with the keyboard, sample, verify, show):
-``python -m evaluation.start_states``.
+Trajectory files come from keyboard play or from an agent's games (``envs.recording``). Command
+line (record, play, sample, verify, show): ``python -m evaluation.start_states``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import ale_py
-import cv2
 import gymnasium as gym
 import numpy as np
 
 from envs.atari import make_env
 from envs.games import resolve_game
-from envs.start_states import StartStates, restore_start, rom_md5
+from envs.start_sampling import capture_starts, draw_frames
+from envs.start_state_checks import rom_md5
+from envs.start_states import StartStates
+from envs.start_verification import check_restore, fingerprint, replay_truth
 
 gym.register_envs(ale_py)
 
@@ -77,6 +79,10 @@ class TrajectoryLog:
 
 
 def save_trajectories(path: str | os.PathLike, log: TrajectoryLog) -> None:
+    """Write ``log`` to ``path`` atomically: a reader sees the old file or the whole new one."""
+    # Imported here: artifacts.atomic brings torch (3 s), which reading and replaying do not need.
+    from artifacts.atomic import write_atomically
+
     document = {
         "format": FORMAT,
         "version": VERSION,
@@ -89,7 +95,9 @@ def save_trajectories(path: str | os.PathLike, log: TrajectoryLog) -> None:
             for t in log.trajectories
         ],
     }
-    Path(path).write_text(json.dumps(document, separators=(",", ":")) + "\n", "utf-8")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, (json.dumps(document, separators=(",", ":")) + "\n").encode())
 
 
 def load_trajectories(path: str | os.PathLike) -> TrajectoryLog:
@@ -141,6 +149,25 @@ def _parse_entry(path: Path, index: int, entry) -> Trajectory:
     return Trajectory(tuple(actions), seed, score, str(entry.get("source", "")))
 
 
+def merge_logs(paths: list[Path]) -> TrajectoryLog:
+    """One log from several trajectory files of the same game and action duration; each
+    trajectory's source names its file."""
+    logs = [load_trajectories(path) for path in paths]
+    for path, log in zip(paths[1:], logs[1:], strict=True):
+        if (log.game, log.frames_per_action) != (logs[0].game, logs[0].frames_per_action):
+            raise ValueError(
+                f"trajectory file {path} is for {log.game} with frames_per_action="
+                f"{log.frames_per_action}, {paths[0]} for {logs[0].game} with "
+                f"{logs[0].frames_per_action}: sample one game at a time"
+            )
+    trajectories = tuple(
+        replace(t, source=f"{path.name}[{i}] {t.source}".strip())
+        for path, log in zip(paths, logs, strict=True)
+        for i, t in enumerate(log.trajectories)
+    )
+    return TrajectoryLog(logs[0].game, trajectories, logs[0].frames_per_action)
+
+
 def replay_env(game: str) -> gym.Env:
     """The raw emulator for replays and keyboard play: one frame a step, the full action set
     (index = ALE action id), no sticky actions, no frame cap, RGB observations."""
@@ -152,26 +179,6 @@ def replay_env(game: str) -> gym.Env:
         max_num_frames_per_episode=0,
         render_mode="rgb_array",
     )
-
-
-def agent_frames(
-    screen_at, k: int, *, frame_skip: int, history_length: int, screen_size: int
-) -> np.ndarray:
-    """The agent's state at emulator frame ``k``, as make_env + FrameStack would build it had
-    the agent been acting on frames k, k - frame_skip, ...: frame j is the pixel-wise max of
-    the grayscale screens j - 1 and j (j = 0, the reset screen, alone; no max when frame_skip
-    is 1), area-resized; slots before frame 0 are zero. ``screen_at(j)`` is the grayscale
-    (210, 160) screen after j frames. Oldest first, uint8 (history_length, size, size)."""
-    state = np.zeros((history_length, screen_size, screen_size), dtype=np.uint8)
-    first = k - (history_length - 1) * frame_skip
-    for slot, j in enumerate(range(first, k + 1, frame_skip)):
-        if j < 0:
-            continue
-        screen = screen_at(j)
-        if j > 0 and frame_skip > 1:
-            screen = np.maximum(screen_at(j - 1), screen)
-        state[slot] = cv2.resize(screen, (screen_size, screen_size), interpolation=cv2.INTER_AREA)
-    return state
 
 
 def sample_start_states(
@@ -188,14 +195,14 @@ def sample_start_states(
     replay each trajectory once to capture them, in trajectory and frame order, and verify
     them (``verify_start_states``). Raises ValueError if there are fewer candidates than
     ``count``, a replay diverges from its log, or the game's states do not restore faithfully."""
-    owners, frames = _draw(log, count, rng, max_episode_frames)
+    owners, frames = draw_frames(log, count, rng, max_episode_frames)
     layout = dict(frame_skip=frame_skip, history_length=history_length, screen_size=screen_size)
     env = replay_env(log.game)
     captures = []  # (trajectory, k, state bytes, agent frames, RGB screen, score so far, RAM)
     try:
         for index in range(len(log.trajectories)):
             targets = [int(k) for k in frames[owners == index]]
-            captures += [(index, *c) for c in _replay(env, log, index, targets, layout)]
+            captures += [(index, *c) for c in capture_starts(env, log, index, targets, layout)]
     finally:
         env.close()
     column = list(zip(*captures, strict=True))
@@ -223,184 +230,23 @@ def sample_start_states(
     return starts
 
 
-def _draw(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_frames: int):
-    """``count`` distinct candidate frames, uniform over all trajectories' candidates; returns
-    (trajectory index, frame within it) arrays, sorted."""
-    lengths = np.array(
-        [
-            min(len(t.actions) * log.frames_per_action, max_episode_frames or 2**62)
-            for t in log.trajectories
-        ],
-        dtype=np.int64,
-    )
-    total = int(lengths.sum())
-    if not 0 < count <= total:
-        raise ValueError(
-            f"count={count} is not allowed: the trajectories have {total} candidate frames "
-            "(need 1 <= count <= candidates)"
-        )
-    picks = np.sort(rng.choice(total, size=count, replace=False))
-    ends = np.cumsum(lengths)
-    owners = np.searchsorted(ends, picks, side="right")
-    return owners, picks - (ends[owners] - lengths[owners])
-
-
-def _replay(env: gym.Env, log: TrajectoryLog, index: int, targets: list[int], layout: dict):
-    """Replay trajectory ``index`` from its seeded reset; returns (k, state bytes of frame
-    k - 1 (of frame 0 for k = 0: see ``restore_start``), agent frames, RGB screen, score so far,
-    RAM) for each target frame k, ascending. Only the grayscale screens the agent frames need
-    are kept."""
-    trajectory = log.trajectories[index]
-    env.reset(seed=trajectory.seed)
-    ale = env.unwrapped.ale
-    step = layout["frame_skip"]
-    chain = range(0, layout["history_length"] * step, step)  # k, k - step, ... (as offsets)
-    wanted = {k - back - pair for k in targets for back in chain for pair in (0, 1)}
-    screens, score, frame, captures = {}, 0.0, 0, []
-    remaining, states = set(targets), {}
-    lead_ins = {max(k - 1, 0) for k in targets}
-
-    def observe():
-        if frame in wanted:
-            screens[frame] = ale.getScreenGrayscale()
-        if frame in lead_ins:
-            states[frame] = ale.cloneState().serialize()
-        if frame in remaining:
-            state = states[max(frame - 1, 0)]
-            frames = agent_frames(screens.__getitem__, frame, **layout)
-            captures.append((frame, state, frames, ale.getScreenRGB(), score, ale.getRAM().copy()))
-
-    observe()
-    for action in trajectory.actions:
-        for _ in range(log.frames_per_action):
-            if ale.game_over():
-                raise ValueError(
-                    f"trajectory {index} is over at frame {frame} before its last "
-                    "action: trim the log or check the game"
-                )
-            score += ale.act(action)
-            frame += 1
-            observe()
-    if trajectory.score is not None and score != trajectory.score:
-        raise ValueError(
-            f"trajectory {index} replays to score {score}, its log says "
-            f"{trajectory.score}: the emulator diverged from the recording"
-        )
-    return captures
-
-
 def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
     """Refuse, with a one-line ValueError, start points that their action prefix does not reach
     from its seeded reset, or whose restore does not go on exactly like that replay for
     ``horizon`` frames (module docstring). A start set passes once per process: later calls
     with the same content return at once."""
-    fingerprint = _fingerprint(starts, horizon)
-    if fingerprint in _verified:
+    key = fingerprint(starts, horizon)
+    if key in _verified:
         return
     env = make_env(starts.game, seed=0, noop_max=0)  # restored into as the evaluator does
     replay = replay_env(starts.game)
     try:
         for trajectory in np.unique(starts.trajectory_indices):
             members = np.flatnonzero(starts.trajectory_indices == trajectory)
-            truth = _replay_truth(replay, starts, int(trajectory), members, horizon)
+            truth = replay_truth(replay, starts, int(trajectory), members, horizon)
             for index in members:
-                _check_restore(env, starts, int(index), *truth, horizon)
+                check_restore(env, starts, int(index), *truth, horizon)
     finally:
         env.close()
         replay.close()
-    _verified.add(fingerprint)
-
-
-def _replay_truth(
-    env: gym.Env, starts: StartStates, trajectory: int, members: np.ndarray, horizon: int
-):
-    """Replay ``trajectory`` from its seeded reset, checking each member start point's stored
-    state (on the frame before it) and RAM. Returns the per-frame actions (NOOP past the log)
-    and, in the ``horizon`` frames after each member, the RAM and a CRC-32 of the screen after
-    frame j + 1 at index j."""
-    checks: dict[int, list[tuple[str, int]]] = {}  # frame -> (what, start point)
-    starts_at = [int(starts.trajectory_frames[index]) for index in members]
-    for frame, index in zip(starts_at, members, strict=True):
-        checks.setdefault(max(frame - 1, 0), []).append(("ALE state", int(index)))
-        checks.setdefault(frame, []).append(("RAM", int(index)))
-    end = max(starts_at) + horizon
-    actions = starts.actions(trajectory)
-    stream = np.zeros(max(end, len(actions)), dtype=np.uint8)  # ALE action 0 is NOOP
-    stream[: len(actions)] = actions
-    watched = np.zeros(end, dtype=bool)
-    for frame in starts_at:
-        watched[frame : frame + horizon] = True
-    rams = np.zeros((end, 128), dtype=np.uint8)
-    screens = np.zeros(end, dtype=np.uint32)
-    env.reset(seed=int(starts.trajectory_seeds[trajectory]))
-    ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
-    for frame in range(end):
-        for part, index in checks.get(frame, ()):
-            _check_prefix(ale, starts, index, part)
-        ale.act(int(stream[frame]))
-        if watched[frame]:
-            rams[frame] = ale.getRAM()
-            ale.getScreen(screen)  # into the buffer: no allocation per frame
-            screens[frame] = zlib.crc32(screen)
-    return stream, rams, screens
-
-
-def _check_prefix(ale: ale_py.ALEInterface, starts: StartStates, index: int, part: str) -> None:
-    """The replayed emulator's RAM or ALE state must be the one stored for ``index``."""
-    if part == "RAM" and np.array_equal(ale.getRAM(), starts.rams[index]):
-        return
-    if part == "ALE state" and ale.cloneState().serialize() == starts.states[index]:
-        return
-    trajectory = int(starts.trajectory_indices[index])
-    raise ValueError(
-        f"start point {index} (frame {int(starts.trajectory_frames[index])} of trajectory "
-        f"{trajectory}) is not what its action prefix reaches from reset(seed="
-        f"{int(starts.trajectory_seeds[trajectory])}): its stored {part} differs; the start "
-        "states were altered or made by other code: sample them again"
-    )
-
-
-def _check_restore(env, starts: StartStates, index: int, stream, rams, screens, horizon: int):
-    """Restore start point ``index`` into ``env`` like the evaluator and play the replay's next
-    ``horizon`` frames: every frame's RAM and screen must be the replay's."""
-    env.reset()
-    ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
-    try:
-        restore_start(ale, starts, index)
-    except ValueError:
-        raise _unfaithful(starts, index, "RAM", "on the start frame itself") from None
-    start = int(starts.episode_frames[index])
-    for frame in range(start, start + horizon):
-        ale.act(int(stream[frame]))
-        ale.getScreen(screen)
-        part = "RAM" if not np.array_equal(ale.getRAM(), rams[frame]) else "screen"
-        if part == "RAM" or zlib.crc32(screen) != screens[frame]:
-            when = f"{frame + 1 - start} frame(s) after the restore"
-            raise _unfaithful(starts, index, part, when)
-
-
-def _unfaithful(starts: StartStates, index: int, part: str, when: str) -> ValueError:
-    game, start = starts.game, int(starts.episode_frames[index])
-    return ValueError(
-        f"{game}: start point {index} (frame {start}) does not restore faithfully in ale-py "
-        f"{ale_py.__version__}: the restored game's {part} left the replayed one {when}, so "
-        f"its human-start scores would be wrong; {game} cannot be evaluated from human starts "
-        "with this ale-py (docs/evaluation.md, restore fidelity)"
-    )
-
-
-def _fingerprint(starts: StartStates, horizon: int) -> str:
-    """SHA-256 of everything verification depends on."""
-    digest = hashlib.sha256(f"{starts.game}|{ale_py.__version__}|{horizon}|".encode())
-    for array in (
-        starts.rams,
-        starts.episode_frames,
-        starts.trajectory_indices,
-        starts.trajectory_frames,
-        starts.trajectory_seeds,
-    ):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    for items in (starts.states, starts.trajectory_actions):
-        for item in items:
-            digest.update(len(item).to_bytes(8, "little") + item)
-    return digest.hexdigest()
+    _verified.add(key)

@@ -1,40 +1,48 @@
-"""Command-line tools for human start points: record, sample, verify, show.
+"""Command-line tools for human start points: record, play, sample, verify, show.
 
     python -m evaluation.start_states record game=pong trajectories=pong_human.json \
         out=pong_starts.npz                    # play with the keyboard, then sample 100 starts
+    python -m evaluation.start_states play RUN_DIR out=agent_play.json episodes=5 seed=0 \
+        [epsilon=0.01] [snapshot=best|latest|final] [device=auto] [env.KEY=V ...]
     python -m evaluation.start_states sample pong_human.json [more.json ...] out=pong_starts.npz
     python -m evaluation.start_states verify pong_starts.npz
     python -m evaluation.start_states show pong_starts.npz png=pong_starts.png
 
-``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``show`` writes its
-PNG with matplotlib. The formats are described in ``envs.start_states`` (start-state files)
-and ``envs.trajectories`` (trajectory files). ``sample`` (and so ``record``) writes a file
-only once every start point has passed ``envs.trajectories.verify_start_states``; ``verify``
-runs that check on an existing file (an evaluation runs it too). Exit status 2 with one line on
-bad input, including a game whose states do not restore faithfully.
+``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``play`` logs an
+agent's ε-greedy games with its run's env settings instead. ``show`` writes its PNG with
+matplotlib. Formats: ``envs.start_states`` (start-state files), ``envs.trajectories``
+(trajectory files). ``sample`` (and so ``record``) writes a file only once every start point
+has passed ``envs.trajectories.verify_start_states``; ``verify`` runs that check on an existing
+file (an evaluation runs it too). Exit status 2 with one line on bad input, including a game
+whose states do not restore faithfully.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from artifacts.command_line import unwritable_reason
+from artifacts.run_directory import RunDirectory
+from envs.atari import make_env
 from envs.games import resolve_game
+from envs.recording import (
+    KeyboardRecorder,  # noqa: F401  (callers import it from here, where it was written)
+    play_trajectories,
+    record_trajectories,
+)
 from envs.start_states import StartStates, load_start_states, save_start_states
 from envs.trajectories import (
-    Trajectory,
     TrajectoryLog,
-    load_trajectories,
-    replay_env,
+    merge_logs,
     sample_start_states,
     save_trajectories,
     verify_start_states,
 )
-from evaluation.arguments import parse_arguments
+from evaluation.arguments import check_arguments_of, parse_arguments
 
 SAMPLE_DEFAULTS = {
     "out": None,
@@ -54,107 +62,39 @@ RECORD_DEFAULTS = {
     "fps": 60,
     "zoom": 3.0,
 }
+PLAY_DEFAULTS = {
+    "out": None,
+    "episodes": 5,
+    "seed": 0,
+    "epsilon": 0.01,
+    "snapshot": "best",
+    "device": "auto",
+    "env": {},
+}
+PLAY_SNAPSHOTS = {"best": "best_snapshot", "latest": "latest_snapshot", "final": "final_snapshot"}
+PLAY_RULES = {  # key -> (valid?, what it must be)
+    "episodes": (lambda v: type(v) is int and v >= 1, "a positive integer"),
+    "seed": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
+    "epsilon": (lambda v: type(v) in (int, float) and 0 <= v <= 1, "a number in [0, 1]"),
+    "snapshot": (lambda v: v in PLAY_SNAPSHOTS, f"one of {', '.join(PLAY_SNAPSHOTS)}"),
+}
 SHOW_DEFAULTS = {"png": None, "screens": 8}
 VERIFY_DEFAULTS: dict = {}
 
 
-class KeyboardRecorder:
-    """The per-frame callback of gymnasium's ``play``: logs ALE action ids, splits the session
-    into games (one trajectory each) and ends the session after ``max_frames`` frames."""
-
-    def __init__(self, legal_actions, *, seed: int, max_frames: int | None, source: str):
-        self._legal_actions = [a.value for a in legal_actions]  # ale_py.Action -> id
-        self.seed, self.max_frames, self.source = seed, max_frames, source
-        self.trajectories: list[Trajectory] = []
-        self.frames = 0
-        self._actions: list[int] = []
-        self._score = 0.0
-
-    def __call__(self, obs_before, obs_after, action, reward, terminated, truncated, info):
-        self._actions.append(self._legal_actions[int(action)])
-        self._score += float(reward)
-        self.frames += 1
-        if terminated or truncated:
-            self.finish()
-        if self.max_frames and self.frames >= self.max_frames:
-            import pygame  # play() is running, so pygame is installed and initialised
-
-            pygame.event.post(pygame.event.Event(pygame.QUIT))
-
-    def finish(self) -> None:
-        """Close the current game; a game cut short by the end of the session is kept too."""
-        if self._actions:
-            source = f"{self.source} game {len(self.trajectories)}".strip()
-            self.trajectories.append(
-                Trajectory(tuple(self._actions), self.seed, self._score, source)
-            )
-        self._actions, self._score = [], 0.0
-
-
-def record_trajectories(
-    game: str,
-    *,
-    seed: int = 0,
-    max_frames: int | None = 108_000,
-    fps: int = 60,
-    zoom: float = 3.0,
-    source: str = "keyboard",
-    on_frame=None,
-) -> TrajectoryLog:
-    """Let a human play ``game`` with the keyboard (gymnasium's ``play``; needs pygame and a
-    display) and return the games played as a trajectory log. The session ends with Esc, by
-    closing the window, or after ``max_frames`` emulator frames (108,000 = 30 minutes at 60 Hz,
-    the amount of human play the paper's start points came from). Every game starts from
-    ``reset(seed=seed)``. ``on_frame`` (optional) is called with the frame count after each
-    frame. Keys: gymnasium's Atari mapping (w/a/s/d move, space fires, e is no-op)."""
-    try:
-        from gymnasium.utils.play import play
-    except ImportError:
-        raise ValueError(
-            "keyboard recording needs pygame: pip install 'per-atari[play]' (or pip install pygame)"
-        ) from None
-    env = replay_env(game)
-    recorder = KeyboardRecorder(
-        env.unwrapped.ale.getLegalActionSet(), seed=seed, max_frames=max_frames, source=source
-    )
-
-    def callback(*transition):
-        recorder(*transition)
-        if on_frame is not None:
-            on_frame(recorder.frames)
-
-    try:
-        play(env, fps=fps, zoom=zoom, callback=callback, seed=seed, noop=0)
-    finally:
-        env.close()
-    recorder.finish()
-    if not recorder.trajectories:
-        raise ValueError("no frame was played: nothing to record")
-    return TrajectoryLog(resolve_game(game).rom_id, tuple(recorder.trajectories), 1)
-
-
-def merge_logs(paths: list[Path]) -> TrajectoryLog:
-    """One log from several trajectory files of the same game and action duration; each
-    trajectory's source names its file."""
-    logs = [load_trajectories(path) for path in paths]
-    for path, log in zip(paths[1:], logs[1:], strict=True):
-        if (log.game, log.frames_per_action) != (logs[0].game, logs[0].frames_per_action):
-            raise ValueError(
-                f"trajectory file {path} is for {log.game} with frames_per_action="
-                f"{log.frames_per_action}, {paths[0]} for {logs[0].game} with "
-                f"{logs[0].frames_per_action}: sample one game at a time"
-            )
-    trajectories = tuple(
-        replace(t, source=f"{path.name}[{i}] {t.source}".strip())
-        for path, log in zip(paths, logs, strict=True)
-        for i, t in enumerate(log.trajectories)
-    )
-    return TrajectoryLog(logs[0].game, trajectories, logs[0].frames_per_action)
+def check_output(key: str, path: Path) -> None:
+    """Refuse an output file that cannot be written now, not after the work."""
+    if path.is_dir():
+        raise ValueError(f"{key}={path} is a directory: give a file name")
+    reason = unwritable_reason(path.parent)
+    if reason is not None:
+        raise ValueError(f"{key}={path} cannot be written: {reason}")
 
 
 def sample_command(paths: list[Path], options: dict) -> StartStates:
     if not paths or not options["out"]:
         raise ValueError("sample needs trajectory files and out=FILE.npz")
+    check_output("out", Path(options["out"]))
     starts = sample_start_states(
         merge_logs(paths),
         rng=np.random.default_rng(options["seed"]),
@@ -168,6 +108,8 @@ def sample_command(paths: list[Path], options: dict) -> StartStates:
 def record_command(options: dict) -> StartStates:
     if not (options["game"] and options["trajectories"] and options["out"]):
         raise ValueError("record needs game=NAME, trajectories=FILE.json and out=FILE.npz")
+    for key in ("trajectories", "out"):
+        check_output(key, Path(options[key]))
     log = record_trajectories(
         options["game"],
         seed=options["play_seed"],
@@ -179,6 +121,63 @@ def record_command(options: dict) -> StartStates:
     frames = sum(len(t.actions) for t in log.trajectories)
     print(f"wrote {len(log.trajectories)} game(s), {frames} frames, to {options['trajectories']}")
     return sample_command([Path(options["trajectories"])], options)
+
+
+def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
+    """An agent's own games as a trajectory file (module docstring); everything is checked
+    before the first game, and the file is written only when all games are played."""
+    if len(paths) != 1 or not options["out"]:
+        raise ValueError("play needs one run directory or agent snapshot and out=FILE.json")
+    for key, (valid, allowed) in PLAY_RULES.items():
+        if not valid(options[key]):
+            raise ValueError(f"{key}={options[key]} is not allowed: must be {allowed}")
+    check_arguments_of(make_env, options["env"], "env", skip=("seed",))
+    out = Path(options["out"])
+    check_output("out", out)
+    snapshot, run_env = find_agent(paths[0], options["snapshot"])
+    # Imported here: torch loads in seconds, and the other commands do not need it.
+    from evaluation.snapshot import load_agent_snapshot
+
+    agent, info = load_agent_snapshot(snapshot, options["device"])
+    env_kwargs = {"game": info.game, **run_env, **options["env"]}
+    if resolve_game(str(env_kwargs["game"])).rom_id != info.game:
+        raise ValueError(f"{snapshot} is an agent for {info.game}, not {env_kwargs['game']}")
+    rng = np.random.default_rng(options["seed"])
+    seeds = [int(seed) for seed in rng.integers(2**31, size=options["episodes"])]
+    epsilon, play_seed = options["epsilon"], options["seed"]
+    source = f"agent {snapshot} (step {info.step}) play seed {play_seed} epsilon {epsilon}"
+    log = play_trajectories(
+        agent, env_kwargs, reset_seeds=seeds, epsilon=epsilon, rng=rng, source=source
+    )
+    try:
+        save_trajectories(out, log)
+    except OSError as error:  # a directory os.access called writable, as root can see
+        raise ValueError(f"out={out} could not be written: {error.strerror}") from None
+    scores = ", ".join(f"{t.score:g}" for t in log.trajectories)
+    frames = sum(len(t.actions) for t in log.trajectories)
+    print(f"wrote {len(seeds)} game(s) of {log.game}, {frames} frames, scores {scores}, to {out}")
+    return log
+
+
+def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
+    """The snapshot file to play and its run's make_env arguments ({} for a snapshot outside a
+    run directory: the paper's env for its game)."""
+    if path.is_file():
+        run, file = RunDirectory(path.parent), path
+    elif RunDirectory(path).config_file.is_file():
+        run = RunDirectory(path)
+        file = getattr(run, PLAY_SNAPSHOTS[snapshot])
+        if not file.is_file():
+            present = ", ".join(sorted(p.name for p in path.glob("*.pt"))) or "none"
+            raise ValueError(
+                f"run directory {path} has no {file.name} (snapshot={snapshot}); "
+                f"snapshots present: {present}"
+            )
+    else:
+        raise ValueError(
+            f"{path} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
+        )
+    return file, (run.env if run.config_file.is_file() else {})
 
 
 def verify_command(paths: list[Path]) -> str:
@@ -250,6 +249,7 @@ def write_png(starts: StartStates, path: Path, shown: int) -> None:
 
 COMMANDS = {
     "record": RECORD_DEFAULTS,
+    "play": PLAY_DEFAULTS,
     "sample": SAMPLE_DEFAULTS,
     "verify": VERIFY_DEFAULTS,
     "show": SHOW_DEFAULTS,
@@ -265,10 +265,14 @@ def main(argv: list[str] | None = None) -> int:
         if argv[0] not in COMMANDS:
             raise ValueError(f"unknown command {argv[0]!r}: use one of {', '.join(COMMANDS)}")
         command = argv[0]
-        positional, options = parse_arguments(argv[1:], COMMANDS[command])
+        defaults = COMMANDS[command]
+        sections = tuple(key for key, value in defaults.items() if isinstance(value, dict))
+        positional, options = parse_arguments(argv[1:], defaults, open_sections=sections)
         paths = [Path(p) for p in positional]
         if command == "record":
             record_command(options)
+        elif command == "play":
+            play_command(paths, options)
         elif command == "sample":
             sample_command(paths, options)
         elif command == "verify":

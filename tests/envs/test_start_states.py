@@ -7,21 +7,16 @@ import ale_py
 import numpy as np
 import pytest
 
+import envs.start_verification
 import envs.trajectories
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
-from envs.start_states import (
-    _digest,
-    load_start_states,
-    restore_start,
-    rom_md5,
-    save_start_states,
-)
+from envs.start_sampling import agent_frames, draw_frames
+from envs.start_state_checks import digest, rom_md5
+from envs.start_states import load_start_states, restore_start, save_start_states
 from envs.trajectories import (
     Trajectory,
     TrajectoryLog,
-    _draw,
-    agent_frames,
     load_trajectories,
     replay_env,
     sample_start_states,
@@ -140,7 +135,7 @@ def rewrite(source, target, metadata_changes=None, array_changes=None, resign=Fa
     metadata.update(metadata_changes or {})
     arrays.update(array_changes or {})
     if resign:
-        metadata["sha256"] = _digest(arrays)
+        metadata["sha256"] = digest(arrays)
     arrays["metadata"] = np.array(json.dumps(metadata))
     np.savez_compressed(target, **arrays)
     return target
@@ -197,15 +192,15 @@ def test_sampling_is_uniform_over_all_frames_of_all_trajectories():
     log = TrajectoryLog(
         "pong", (Trajectory((0,) * 750), Trajectory((0,) * 250)), frames_per_action=4
     )
-    owners, frames = _draw(log, 400, np.random.default_rng(0), max_episode_frames=108_000)
+    owners, frames = draw_frames(log, 400, np.random.default_rng(0), max_episode_frames=108_000)
     assert 270 <= (owners == 0).sum() <= 330  # 3/4 of the 4,000 candidate frames
     assert frames[owners == 0].max() < 3000 and frames[owners == 1].max() < 1000
     picks = set(zip(owners.tolist(), frames.tolist(), strict=True))
     assert len(picks) == 400  # without replacement
-    owners, frames = _draw(log, 100, np.random.default_rng(0), max_episode_frames=500)
+    owners, frames = draw_frames(log, 100, np.random.default_rng(0), max_episode_frames=500)
     assert frames.max() < 500  # a start must leave frames to play before the cap
     with pytest.raises(ValueError, match=r"count=1001 is not allowed: .* 1000 candidate frames"):
-        _draw(log, 1001, np.random.default_rng(0), max_episode_frames=500)
+        draw_frames(log, 1001, np.random.default_rng(0), max_episode_frames=500)
 
 
 def test_trajectory_file_round_trip_and_refusals(tmp_path, recording):
@@ -304,7 +299,7 @@ def restore_right_after_reset(ale, starts, index):
 def test_qbert_restored_right_after_reset_is_refused_in_one_line(
     tmp_path, qbert_log, unverified, monkeypatch, capsys
 ):
-    monkeypatch.setattr(envs.trajectories, "restore_start", restore_right_after_reset)
+    monkeypatch.setattr(envs.start_verification, "restore_start", restore_right_after_reset)
     message = (
         r"qbert: start point \d+ \(frame \d+\) does not restore faithfully in ale-py 0\.12\.1: "
         r"the restored game's RAM left the replayed one 1 frame\(s\) after the restore"

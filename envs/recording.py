@@ -1,0 +1,163 @@
+"""Trajectory files from play: a human at the keyboard, or an agent's own games.
+
+Both give a ``TrajectoryLog`` (``envs.trajectories``): per game the reset seed and the ALE
+action id (full action set) of every emulator frame, so that ``replay_env`` replays the game
+exactly and start points can be sampled from it.
+
+* ``record_trajectories``: keyboard play with gymnasium's ``play`` (pygame and a display);
+* ``play_trajectories``: an ε-greedy agent playing through ``make_env`` as in an evaluation
+  (no-op starts, frame skip, frame cap). Each no-op of the reset is logged as one NOOP frame
+  and each agent action as its ALE id once per emulator frame it was held, which is fewer than
+  the frame skip on the step where the game ends.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from envs.atari import make_env
+from envs.frame_stack import FrameStack
+from envs.games import resolve_game
+from envs.trajectories import Trajectory, TrajectoryLog, replay_env
+
+
+class Policy(Protocol):
+    """What ``play_trajectories`` needs from an agent (DoubleDQN is one)."""
+
+    num_actions: int
+    history_length: int
+
+    def act(
+        self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None
+    ) -> int: ...
+
+
+class KeyboardRecorder:
+    """The per-frame callback of gymnasium's ``play``: logs ALE action ids, splits the session
+    into games (one trajectory each) and ends the session after ``max_frames`` frames."""
+
+    def __init__(self, legal_actions, *, seed: int, max_frames: int | None, source: str):
+        self._legal_actions = [a.value for a in legal_actions]  # ale_py.Action -> id
+        self.seed, self.max_frames, self.source = seed, max_frames, source
+        self.trajectories: list[Trajectory] = []
+        self.frames = 0
+        self._actions: list[int] = []
+        self._score = 0.0
+
+    def __call__(self, obs_before, obs_after, action, reward, terminated, truncated, info):
+        self._actions.append(self._legal_actions[int(action)])
+        self._score += float(reward)
+        self.frames += 1
+        if terminated or truncated:
+            self.finish()
+        if self.max_frames and self.frames >= self.max_frames:
+            import pygame  # play() is running, so pygame is installed and initialised
+
+            pygame.event.post(pygame.event.Event(pygame.QUIT))
+
+    def finish(self) -> None:
+        """Close the current game; a game cut short by the end of the session is kept too."""
+        if self._actions:
+            source = f"{self.source} game {len(self.trajectories)}".strip()
+            self.trajectories.append(
+                Trajectory(tuple(self._actions), self.seed, self._score, source)
+            )
+        self._actions, self._score = [], 0.0
+
+
+def record_trajectories(
+    game: str,
+    *,
+    seed: int = 0,
+    max_frames: int | None = 108_000,
+    fps: int = 60,
+    zoom: float = 3.0,
+    source: str = "keyboard",
+    on_frame=None,
+) -> TrajectoryLog:
+    """Let a human play ``game`` with the keyboard (gymnasium's ``play``; needs pygame and a
+    display) and return the games played as a trajectory log. The session ends with Esc, by
+    closing the window, or after ``max_frames`` emulator frames (108,000 = 30 minutes at 60 Hz,
+    the amount of human play the paper's start points came from). Every game starts from
+    ``reset(seed=seed)``. ``on_frame`` (optional) is called with the frame count after each
+    frame. Keys: gymnasium's Atari mapping (w/a/s/d move, space fires, e is no-op)."""
+    try:
+        from gymnasium.utils.play import play
+    except ImportError:
+        raise ValueError(
+            "keyboard recording needs pygame: pip install 'per-atari[play]' (or pip install pygame)"
+        ) from None
+    env = replay_env(game)
+    recorder = KeyboardRecorder(
+        env.unwrapped.ale.getLegalActionSet(), seed=seed, max_frames=max_frames, source=source
+    )
+
+    def callback(*transition):
+        recorder(*transition)
+        if on_frame is not None:
+            on_frame(recorder.frames)
+
+    try:
+        play(env, fps=fps, zoom=zoom, callback=callback, seed=seed, noop=0)
+    finally:
+        env.close()
+    recorder.finish()
+    if not recorder.trajectories:
+        raise ValueError("no frame was played: nothing to record")
+    return TrajectoryLog(resolve_game(game).rom_id, tuple(recorder.trajectories), 1)
+
+
+def play_trajectories(
+    agent: Policy,
+    env_kwargs: dict,
+    *,
+    reset_seeds: list[int],
+    epsilon: float,
+    rng: np.random.Generator,
+    source: str = "agent",
+) -> TrajectoryLog:
+    """One game per reset seed, ``agent`` acting ε-greedily with ``rng`` in
+    ``make_env(**env_kwargs)``, until game over or the env's frame cap; returns them as a
+    trajectory log (one action per frame) whose replay is exactly these games, unclipped scores
+    included. Raises ValueError for sticky actions (the emulator would sometimes repeat the
+    previous action instead of the logged one) or an agent whose actions do not fit the env."""
+    sticky = env_kwargs.get("repeat_action_probability", 0.0)
+    if sticky:
+        raise ValueError(
+            f"env.repeat_action_probability={sticky}: a game with sticky actions cannot be "
+            "logged exactly; set env.repeat_action_probability=0.0"
+        )
+    env = make_env(seed=0, **env_kwargs)  # every reset below is seeded explicitly
+    try:
+        if env.action_space.n != agent.num_actions:
+            raise ValueError(
+                f"the agent has {agent.num_actions} actions, the env {env.action_space.n} "
+                "(env.full_action_space differs from training?)"
+            )
+        stack = FrameStack(agent.history_length, env.observation_space.shape)
+        games = tuple(
+            _play_game(env, agent, stack, seed, epsilon, rng, f"{source} game {i}")
+            for i, seed in enumerate(reset_seeds)
+        )
+    finally:
+        env.close()
+    return TrajectoryLog(resolve_game(env_kwargs["game"]).rom_id, games, 1)
+
+
+def _play_game(env, agent: Policy, stack: FrameStack, seed: int, epsilon, rng, source: str):
+    """One game from ``reset(seed=seed)``, logged frame by frame from ALE's frame counter."""
+    # The agent's action index -> ALE id: the env's own table (minimal or full action set).
+    ale_ids = [action.value for action in env.unwrapped._action_set]
+    frame, info = env.reset(seed=seed)
+    actions = [0] * info["episode_frame_number"]  # make_env's no-ops: one NOOP frame each
+    state, score = stack.reset(frame), 0.0
+    while True:
+        index = agent.act(state, epsilon, rng=rng)
+        frame, reward, terminated, truncated, info = env.step(index)
+        actions += [ale_ids[index]] * (info["episode_frame_number"] - len(actions))
+        score += reward
+        if terminated or truncated:
+            return Trajectory(tuple(actions), seed, score, source)
+        state = stack.push(frame)

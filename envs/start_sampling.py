@@ -1,0 +1,105 @@
+"""Start points captured from a replayed trajectory: which frames, and what is kept of each.
+
+``sample_start_states`` (``envs.trajectories``) draws the frames with ``draw_frames`` and
+replays each trajectory once with ``capture_starts``, which keeps, for every drawn frame k, the
+ALE state of frame k - 1 (what ``envs.start_states.restore_start`` enters a start point from),
+the RAM, the screen, the score so far and the agent's acting state (``agent_frames``: an
+emulator state holds no past screens, so they are rebuilt from the replay).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import cv2
+import gymnasium as gym
+import numpy as np
+
+if TYPE_CHECKING:
+    from envs.trajectories import TrajectoryLog
+
+
+def agent_frames(
+    screen_at, k: int, *, frame_skip: int, history_length: int, screen_size: int
+) -> np.ndarray:
+    """The agent's state at emulator frame ``k``, as make_env + FrameStack would build it had
+    the agent been acting on frames k, k - frame_skip, ...: frame j is the pixel-wise max of
+    the grayscale screens j - 1 and j (j = 0, the reset screen, alone; no max when frame_skip
+    is 1), area-resized; slots before frame 0 are zero. ``screen_at(j)`` is the grayscale
+    (210, 160) screen after j frames. Oldest first, uint8 (history_length, size, size)."""
+    state = np.zeros((history_length, screen_size, screen_size), dtype=np.uint8)
+    first = k - (history_length - 1) * frame_skip
+    for slot, j in enumerate(range(first, k + 1, frame_skip)):
+        if j < 0:
+            continue
+        screen = screen_at(j)
+        if j > 0 and frame_skip > 1:
+            screen = np.maximum(screen_at(j - 1), screen)
+        state[slot] = cv2.resize(screen, (screen_size, screen_size), interpolation=cv2.INTER_AREA)
+    return state
+
+
+def draw_frames(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_frames: int):
+    """``count`` distinct candidate frames, uniform over all trajectories' candidates; returns
+    (trajectory index, frame within it) arrays, sorted."""
+    lengths = np.array(
+        [
+            min(len(t.actions) * log.frames_per_action, max_episode_frames or 2**62)
+            for t in log.trajectories
+        ],
+        dtype=np.int64,
+    )
+    total = int(lengths.sum())
+    if not 0 < count <= total:
+        raise ValueError(
+            f"count={count} is not allowed: the trajectories have {total} candidate frames "
+            "(need 1 <= count <= candidates)"
+        )
+    picks = np.sort(rng.choice(total, size=count, replace=False))
+    ends = np.cumsum(lengths)
+    owners = np.searchsorted(ends, picks, side="right")
+    return owners, picks - (ends[owners] - lengths[owners])
+
+
+def capture_starts(env: gym.Env, log: TrajectoryLog, index: int, targets: list[int], layout: dict):
+    """Replay trajectory ``index`` from its seeded reset; returns (k, state bytes of frame
+    k - 1 (of frame 0 for k = 0: see ``restore_start``), agent frames, RGB screen, score so far,
+    RAM) for each target frame k, ascending. Only the grayscale screens the agent frames need
+    are kept."""
+    trajectory = log.trajectories[index]
+    env.reset(seed=trajectory.seed)
+    ale = env.unwrapped.ale
+    step = layout["frame_skip"]
+    chain = range(0, layout["history_length"] * step, step)  # k, k - step, ... (as offsets)
+    wanted = {k - back - pair for k in targets for back in chain for pair in (0, 1)}
+    screens, score, frame, captures = {}, 0.0, 0, []
+    remaining, states = set(targets), {}
+    lead_ins = {max(k - 1, 0) for k in targets}
+
+    def observe():
+        if frame in wanted:
+            screens[frame] = ale.getScreenGrayscale()
+        if frame in lead_ins:
+            states[frame] = ale.cloneState().serialize()
+        if frame in remaining:
+            state = states[max(frame - 1, 0)]
+            frames = agent_frames(screens.__getitem__, frame, **layout)
+            captures.append((frame, state, frames, ale.getScreenRGB(), score, ale.getRAM().copy()))
+
+    observe()
+    for action in trajectory.actions:
+        for _ in range(log.frames_per_action):
+            if ale.game_over():
+                raise ValueError(
+                    f"trajectory {index} is over at frame {frame} before its last "
+                    "action: trim the log or check the game"
+                )
+            score += ale.act(action)
+            frame += 1
+            observe()
+    if trajectory.score is not None and score != trajectory.score:
+        raise ValueError(
+            f"trajectory {index} replays to score {score}, its log says "
+            f"{trajectory.score}: the emulator diverged from the recording"
+        )
+    return captures

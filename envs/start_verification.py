@@ -1,0 +1,115 @@
+"""Whether start points are what their action prefixes reach, and restore faithfully.
+
+``verify_start_states`` (``envs.trajectories``) runs these per trajectory: ``replay_truth``
+replays the trajectory from its seeded reset, checking each start point's stored state and RAM
+on the way (``check_prefix``) and keeping the RAM and a CRC-32 of the screen of the frames after
+each start point; ``check_restore`` then enters each start point the way the evaluator does
+(``envs.start_states.restore_start``) and requires every one of those frames to be the
+replay's. ``fingerprint`` identifies a start set, so that one is verified once per process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+
+from envs.start_states import StartStates, restore_start
+
+
+def replay_truth(
+    env: gym.Env, starts: StartStates, trajectory: int, members: np.ndarray, horizon: int
+):
+    """Replay ``trajectory`` from its seeded reset, checking each member start point's stored
+    state (on the frame before it) and RAM. Returns the per-frame actions (NOOP past the log)
+    and, in the ``horizon`` frames after each member, the RAM and a CRC-32 of the screen after
+    frame j + 1 at index j."""
+    checks: dict[int, list[tuple[str, int]]] = {}  # frame -> (what, start point)
+    starts_at = [int(starts.trajectory_frames[index]) for index in members]
+    for frame, index in zip(starts_at, members, strict=True):
+        checks.setdefault(max(frame - 1, 0), []).append(("ALE state", int(index)))
+        checks.setdefault(frame, []).append(("RAM", int(index)))
+    end = max(starts_at) + horizon
+    actions = starts.actions(trajectory)
+    stream = np.zeros(max(end, len(actions)), dtype=np.uint8)  # ALE action 0 is NOOP
+    stream[: len(actions)] = actions
+    watched = np.zeros(end, dtype=bool)
+    for frame in starts_at:
+        watched[frame : frame + horizon] = True
+    rams = np.zeros((end, 128), dtype=np.uint8)
+    screens = np.zeros(end, dtype=np.uint32)
+    env.reset(seed=int(starts.trajectory_seeds[trajectory]))
+    ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
+    for frame in range(end):
+        for part, index in checks.get(frame, ()):
+            check_prefix(ale, starts, index, part)
+        ale.act(int(stream[frame]))
+        if watched[frame]:
+            rams[frame] = ale.getRAM()
+            ale.getScreen(screen)  # into the buffer: no allocation per frame
+            screens[frame] = zlib.crc32(screen)
+    return stream, rams, screens
+
+
+def check_prefix(ale: ale_py.ALEInterface, starts: StartStates, index: int, part: str) -> None:
+    """The replayed emulator's RAM or ALE state must be the one stored for ``index``."""
+    if part == "RAM" and np.array_equal(ale.getRAM(), starts.rams[index]):
+        return
+    if part == "ALE state" and ale.cloneState().serialize() == starts.states[index]:
+        return
+    trajectory = int(starts.trajectory_indices[index])
+    raise ValueError(
+        f"start point {index} (frame {int(starts.trajectory_frames[index])} of trajectory "
+        f"{trajectory}) is not what its action prefix reaches from reset(seed="
+        f"{int(starts.trajectory_seeds[trajectory])}): its stored {part} differs; the start "
+        "states were altered or made by other code: sample them again"
+    )
+
+
+def check_restore(env, starts: StartStates, index: int, stream, rams, screens, horizon: int):
+    """Restore start point ``index`` into ``env`` like the evaluator and play the replay's next
+    ``horizon`` frames: every frame's RAM and screen must be the replay's."""
+    env.reset()
+    ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
+    try:
+        restore_start(ale, starts, index)
+    except ValueError:
+        raise unfaithful(starts, index, "RAM", "on the start frame itself") from None
+    start = int(starts.episode_frames[index])
+    for frame in range(start, start + horizon):
+        ale.act(int(stream[frame]))
+        ale.getScreen(screen)
+        part = "RAM" if not np.array_equal(ale.getRAM(), rams[frame]) else "screen"
+        if part == "RAM" or zlib.crc32(screen) != screens[frame]:
+            when = f"{frame + 1 - start} frame(s) after the restore"
+            raise unfaithful(starts, index, part, when)
+
+
+def unfaithful(starts: StartStates, index: int, part: str, when: str) -> ValueError:
+    game, start = starts.game, int(starts.episode_frames[index])
+    return ValueError(
+        f"{game}: start point {index} (frame {start}) does not restore faithfully in ale-py "
+        f"{ale_py.__version__}: the restored game's {part} left the replayed one {when}, so "
+        f"its human-start scores would be wrong; {game} cannot be evaluated from human starts "
+        "with this ale-py (docs/evaluation.md, restore fidelity)"
+    )
+
+
+def fingerprint(starts: StartStates, horizon: int) -> str:
+    """SHA-256 of everything verification depends on."""
+    digest = hashlib.sha256(f"{starts.game}|{ale_py.__version__}|{horizon}|".encode())
+    for array in (
+        starts.rams,
+        starts.episode_frames,
+        starts.trajectory_indices,
+        starts.trajectory_frames,
+        starts.trajectory_seeds,
+    ):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    for items in (starts.states, starts.trajectory_actions):
+        for item in items:
+            digest.update(len(item).to_bytes(8, "little") + item)
+    return digest.hexdigest()
