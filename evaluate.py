@@ -26,7 +26,6 @@ scores) and writes it as JSON and CSV. Exit status 2 with a one-line message on 
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ import numpy as np
 from artifacts.command_line import unwritable_reason
 from envs.atari import make_env
 from envs.start_states import load_start_states
-from evaluation.arguments import parse_arguments
+from evaluation.arguments import check_arguments_of, parse_arguments
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.runs import RunSpec, find_snapshots
 from evaluation.score_table import (
@@ -62,7 +61,6 @@ DEFAULTS = {
     "bootstrap_reps": 2000,
     "env": {},
 }
-_MAKE_ENV_KEYS = set(inspect.signature(make_env).parameters) - {"seed"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,12 +99,7 @@ def check_options(options: dict) -> None:
     epsilon = options["epsilon"]
     if epsilon is not None and not (isinstance(epsilon, int | float) and 0 <= epsilon <= 1):
         raise ValueError(f"epsilon={epsilon} is not allowed: must be in [0, 1]")
-    unknown = sorted(set(options["env"]) - _MAKE_ENV_KEYS)
-    if unknown:
-        raise ValueError(
-            f"env.{unknown[0]} is not a make_env argument: allowed are "
-            f"{', '.join(sorted(_MAKE_ENV_KEYS))}"
-        )
+    check_arguments_of(make_env, options["env"], "env", skip=("seed",))
 
 
 def run(path: Path, options: dict) -> None:

@@ -142,6 +142,7 @@ def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, c
         (["protocol=human"], "protocol=human is not allowed: must be one of noop, human_starts"),
         (["protocol=human_starts"], "protocol=human_starts needs start_states="),
         (["env.frame_skp=3"], "env.frame_skp is not a make_env argument"),
+        (["env.frame_skip=four"], "env.frame_skip=four is not allowed: must be of type int"),
         (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
         (["snapshot=final"], "snapshot=final is not allowed: must be one of best, latest"),
         (["output=/dev/null/out"], "output=/dev/null/out cannot be used: /dev/null is a file"),
