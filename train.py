@@ -21,9 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
-from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
+from envs.registry import build_env
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.registry import build_sampler
 from replay.storage import FrameStorage
@@ -60,7 +60,7 @@ def build(cfg: DictConfig) -> Components:
         "sampler": np.random.default_rng(sampler_seed),
         "evaluation": np.random.default_rng(evaluation_seed),
     }
-    env = make_env(seed=int(env_seed), **cfg.env)
+    env = build_env(cfg.env, seed=int(env_seed))
     agent = DoubleDQN(
         env.action_space.n, rng=rngs["agent"], batch_size=cfg.train.batch_size, **cfg.agent
     )

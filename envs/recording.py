@@ -17,9 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
-from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
+from envs.registry import build_env
 from envs.trajectories import Trajectory, TrajectoryLog, replay_env
 
 
@@ -129,7 +129,7 @@ def play_trajectories(
             f"env.repeat_action_probability={sticky}: a game with sticky actions cannot be "
             "logged exactly; set env.repeat_action_probability=0.0"
         )
-    env = make_env(seed=0, **env_kwargs)  # every reset below is seeded explicitly
+    env = build_env(env_kwargs, seed=0)  # every reset below is seeded explicitly
     try:
         if env.action_space.n != agent.num_actions:
             raise ValueError(

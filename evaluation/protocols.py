@@ -17,9 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
-from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
+from envs.registry import build_env
 from envs.start_states import StartStates, restore_start
 from envs.trajectories import verify_start_states
 from evaluation.scores import normalized_score
@@ -168,7 +168,7 @@ def evaluate_human_starts(
 
 def _env_and_stack(agent: Policy, env_kwargs: dict, rng: np.random.Generator):
     """A fresh env seeded from ``rng`` and an empty frame stack shaped for ``agent``."""
-    env = make_env(seed=int(rng.integers(2**31)), **env_kwargs)
+    env = build_env(env_kwargs, seed=int(rng.integers(2**31)))
     return env, FrameStack(agent.history_length, env.observation_space.shape)
 
 

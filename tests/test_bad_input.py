@@ -57,7 +57,7 @@ CASES = {
     ),
     "misspelt key added with +": (
         ["+env.gmae=pong", f"hydra.run.dir={NEW}"],
-        "env.gmae is not a setting; env has: frame_skip, full_action_space, game, "
+        "env.gmae is not a setting; env has: frame_skip, full_action_space, game, kind, "
         "max_episode_frames, noop_max, repeat_action_probability, screen_size",
     ),
     "the misspelt key Hydra suggests adding": (

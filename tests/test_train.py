@@ -44,10 +44,12 @@ def test_prioritized_presets_are_table_3(kind, alpha, beta, lr):
     assert cfg.replay.importance_exponent_final == 1.0 and cfg.agent.learning_rate == lr
 
 
+@pytest.mark.parametrize("env", ["atari", "lean_atari"])
 @pytest.mark.parametrize("replay", REPLAYS)
 @pytest.mark.parametrize("experiment", [None, "demo"])
-def test_every_config_composes_resolves_and_validates(replay, experiment):
-    overrides = [f"replay={replay}"] + ([f"experiment={experiment}"] if experiment else [])
+def test_every_config_composes_resolves_and_validates(replay, experiment, env):
+    overrides = [f"replay={replay}", f"env={env}"]
+    overrides += [f"experiment={experiment}"] if experiment else []
     cfg = config(*overrides)
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     validate_config(cfg)
@@ -176,3 +178,29 @@ def test_every_key_of_every_replay_preset_is_known(replay):
 def test_priorities_that_would_underflow_are_refused(overrides):
     with pytest.raises(ValueError, match=r"priorities p\^α would underflow to 0 or overflow"):
         validate_config(config("replay=proportional", *overrides))
+
+
+def test_the_lean_env_trains_and_tests_through_the_registry(tmp_path):
+    cfg = config(
+        "env=lean_atari",
+        "experiment=demo",
+        "env.game=breakout",
+        "train.total_steps=200",
+        "train.learning_start_steps=100",
+        "replay.capacity=300",
+        "env.max_episode_frames=400",
+        "evaluation.every_frames=800",
+        "evaluation.frames=400",
+    )
+    validate_config(cfg)
+    parts = train.build(cfg)
+    assert type(parts.env).__name__ == "LeanAtariEnv"
+    training = Training(parts, cfg, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest())
+    training.start(None)
+    assert training.run() is None
+    parts.env.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    assert [e.step for e in events.Scalars("eval/score")] == [200]
+    assert CheckpointStore(tmp_path / "c").read_latest()["state"]["identity"]["env.kind"] == (
+        "lean_atari"
+    )

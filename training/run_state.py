@@ -4,11 +4,13 @@ from types import SimpleNamespace
 
 import torch
 
+from envs.registry import DEFAULT_KIND
 from training.checkpoints import CheckpointError
 from training.plain_config import select
 
 # What a checkpoint must share with the config that resumes it: the shapes of what it stores.
 IDENTITY_KEYS = (
+    "env.kind",
     "env.game",
     "env.screen_size",
     "env.full_action_space",
@@ -19,7 +21,9 @@ IDENTITY_KEYS = (
 
 
 def run_identity(cfg: SimpleNamespace) -> dict:
-    return {key: select(cfg, key) for key in IDENTITY_KEYS}
+    identity = {key: select(cfg, key) for key in IDENTITY_KEYS}
+    identity["env.kind"] = identity["env.kind"] or DEFAULT_KIND  # runs from before env.kind
+    return identity
 
 
 def check_resumable(checkpoint: dict, cfg: SimpleNamespace) -> None:
@@ -29,7 +33,7 @@ def check_resumable(checkpoint: dict, cfg: SimpleNamespace) -> None:
     if stored is None:  # written before checkpoints recorded it
         return
     for key, here in run_identity(cfg).items():
-        if stored.get(key) != here:
+        if stored.get(key, DEFAULT_KIND if key == "env.kind" else None) != here:
             raise CheckpointError(
                 f"checkpoint {checkpoint['path']} is of another run: {key} is "
                 f"{stored.get(key)} there, {here} here"

@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import resolve_device
 from envs.games import resolve_game
+from envs.registry import ENVIRONMENTS
 from replay.buffer import memory_bytes
 from replay.priorities import WEIGHT_NORMALIZATIONS
 from replay.registry import SAMPLERS
@@ -112,6 +113,7 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("env.screen_size", "84, the Nature network's input", lambda v: _integer(v) and v == 84),
         ("env.full_action_space", "true or false", lambda v: isinstance(v, bool)),
         ("env.game", "a game name", lambda v: isinstance(v, str)),
+        ("env.kind", f"one of {', '.join(ENVIRONMENTS)}", lambda v: v in (*ENVIRONMENTS, None)),
         ("threads", "auto or a positive integer", lambda v: v == "auto" or _positive_integer(v)),
         ("agent.device", "a device name", lambda v: isinstance(v, str)),
         (

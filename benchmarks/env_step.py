@@ -1,0 +1,91 @@
+"""µs per agent step: envs.lean_atari.make_lean_env vs envs.atari.make_env, same game and seed.
+
+    OMP_NUM_THREADS=1 python benchmarks/env_step.py                  # Pong, 5 rounds of 2000
+    python benchmarks/env_step.py --game breakout --steps 1000 --rounds 9
+
+Random actions (one pre-drawn sequence), frame_skip 4. The envs are built once and the rounds
+alternate them, so that a change of machine load hits both; a round times ``--steps`` calls of
+``step`` (the resets after a game over are not timed). The floor: the same actions on a bare
+ALEInterface, 4 ``act`` calls per step and no screen read. Prints the median and spread per env
+over the rounds, the lean/today ratio from the same run, and the load average before and
+after. Asserts nothing.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from envs.atari import make_env  # noqa: E402
+from envs.lean_atari import make_lean_env  # noqa: E402
+
+
+def timed_steps(env, actions) -> float:
+    """µs per ``step`` over ``actions``, resets excluded."""
+    spent = 0.0
+    for action in actions:
+        start = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(action)
+        spent += time.perf_counter() - start
+        if terminated or truncated:
+            env.reset()
+    return spent / len(actions) * 1e6
+
+
+def timed_emulator(ale, ale_actions, frame_skip) -> float:
+    """µs per step of the emulator alone: the floor under both envs."""
+    start = time.perf_counter()
+    for action in ale_actions:
+        for _ in range(frame_skip):
+            ale.act(action)
+        if ale.game_over():
+            ale.reset_game()
+    return (time.perf_counter() - start) / len(ale_actions) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--game", default="pong")
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    envs = {"make_env": make_env(args.game, args.seed), "lean": make_lean_env(args.game, args.seed)}
+    for env in envs.values():
+        env.reset()
+    n_actions = envs["lean"].action_space.n
+    actions = [
+        int(a) for a in np.random.default_rng(args.seed).integers(n_actions, size=args.steps)
+    ]
+    ale, action_set = envs["lean"].ale, envs["lean"].ale.getMinimalActionSet()
+    results = {name: [] for name in (*envs, "emulator only")}
+    for _ in range(args.rounds):
+        for name, env in envs.items():
+            results[name].append(timed_steps(env, actions))
+        results["emulator only"].append(timed_emulator(ale, [action_set[a] for a in actions], 4))
+    print(f"{args.game}, {args.rounds} rounds x {args.steps} steps, µs per step (4 frames)")
+    for name, values in results.items():
+        print(
+            f"  {name:14s} median {statistics.median(values):7.1f}  "
+            f"min {min(values):7.1f}  max {max(values):7.1f}"
+        )
+    ratios = [
+        lean / today for lean, today in zip(results["lean"], results["make_env"], strict=True)
+    ]
+    print(
+        f"  lean / make_env per round: median {statistics.median(ratios):.3f} "
+        f"({', '.join(f'{r:.3f}' for r in ratios)})"
+    )
+    print(f"load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
