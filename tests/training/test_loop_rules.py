@@ -9,8 +9,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import train
+from agents.double_dqn import LearnStats
 from training.checkpoints import CheckpointStore
-from training.loop import Components, StopRequest, Training
+from training.loop import Components, LearningDiverged, StopRequest, Training
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 LIFE_LOST_AT = 3  # the scripted env loses a life on its 3rd step
@@ -126,3 +127,19 @@ def test_annealed_alpha_follows_its_schedule_whatever_the_log_period(log_period,
     assert [step for step, _ in applied] == [100, 200, 300, 400]
     assert [alpha for _, alpha in applied] == pytest.approx([0.6, 0.4, 0.2, 0.0])
     assert replay.priority_exponent == 0.0
+
+
+@pytest.mark.parametrize(("loss", "mean_q"), [(0.1, 2.4e8), (float("nan"), 1.0), (0.1, -1001.0)])
+def test_a_diverged_learner_stops_the_run_before_its_priorities_are_stored(
+    tmp_path, loss, mean_q
+):
+    """|Q| beyond ten times what clipped rewards allow (1 / (1 − 0.99) = 100), or a
+    non-finite loss, ends the run; the batch's priorities are not written."""
+    training = training_after(1200, tmp_path)  # past the demo's learning start (1,000 steps)
+    replay = training.parts.replay
+    errors = np.zeros(replay.batch_size, dtype=np.float32)
+    training.parts.agent.learn = lambda batch: LearnStats(errors, loss, mean_q)
+    before = replay.priorities().copy()
+    with pytest.raises(LearningDiverged, match=r"^the learner diverged at step 1200: loss "):
+        training._learn()
+    np.testing.assert_array_equal(replay.priorities(), before)

@@ -1,0 +1,26 @@
+"""train.py's guards: torch's thread count, and directory arguments checked before Hydra."""
+
+import pytest
+
+from training.run_guard import RunDirectoryError, check_command_line, torch_threads
+
+
+def test_threads_auto_follows_omp_num_threads_else_half_the_cores(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert torch_threads("auto") == 3
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(2)))
+    assert torch_threads("auto") == 1
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
+    assert torch_threads("auto") == 8
+    assert torch_threads(5) == 5
+
+
+def test_directory_arguments_that_cannot_be_used_are_refused(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(RunDirectoryError, match=r"is a file, not a directory$"):
+        check_command_line([f"hydra.run.dir={tmp_path}/a_file"])
+    with pytest.raises(RunDirectoryError, match=r"so .* cannot be created$"):
+        check_command_line([f"resume={tmp_path}/a_file/run"])
+    check_command_line([f"hydra.run.dir={tmp_path}/new/run"])  # creatable: fine
+    check_command_line(["--help", f"hydra.run.dir={tmp_path}/a_file"])  # Hydra writes nothing
