@@ -34,7 +34,7 @@ import numpy as np
 
 from artifacts.command_line import unwritable_reason
 from envs.atari import make_env
-from envs.start_states import load_start_states
+from envs.start_state_file import load_start_states
 from evaluation.arguments import check_arguments_of, parse_arguments
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.runs import RunSpec, find_snapshots

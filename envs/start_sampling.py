@@ -2,7 +2,7 @@
 
 ``sample_start_states`` (``envs.trajectories``) draws the frames with ``draw_frames`` and
 replays each trajectory once with ``capture_starts``, which keeps, for every drawn frame k, the
-ALE state of frame k - 1 (what ``envs.start_states.restore_start`` enters a start point from),
+ALE state of frame k - 1 (what ``envs.start_state_file.restore_start`` enters a start point from),
 the RAM, the screen, the score so far and the agent's acting state (``agent_frames``: an
 emulator state holds no past screens, so they are rebuilt from the replay).
 """

@@ -1,6 +1,6 @@
 """What a start-state file must hold, and the checks that refuse one that does not.
 
-The layout itself is described in ``envs.start_states``, which reads and writes the files;
+The layout itself is described in ``envs.start_state_file``, which reads and writes the files;
 this module holds the names, types and shapes of its arrays, the installed ROM's checksum and
 the one-line refusals: a damaged, foreign or older file, or one made for another game, ROM or
 ale-py version (a state restored into another emulator build is undefined).

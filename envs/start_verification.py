@@ -4,7 +4,7 @@
 replays the trajectory from its seeded reset, checking each start point's stored state and RAM
 on the way (``check_prefix``) and keeping the RAM and a CRC-32 of the screen of the frames after
 each start point; ``check_restore`` then enters each start point the way the evaluator does
-(``envs.start_states.restore_start``) and requires every one of those frames to be the
+(``envs.start_state_file.restore_start``) and requires every one of those frames to be the
 replay's. ``fingerprint`` identifies a start set, so that one is verified once per process.
 """
 
@@ -17,7 +17,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
-from envs.start_states import StartStates, restore_start
+from envs.start_state_file import StartStates, restore_start
 
 
 def replay_truth(

@@ -22,7 +22,7 @@ gives proportionally more starts (the drawing and capturing: ``envs.start_sampli
 Verification (``verify_start_states``; sampling runs it before it returns, the human-starts
 evaluation before it plays): each trajectory is replayed from its seeded reset, which must
 reach every start point's stored RAM and state bytes; then each start point is restored into
-an evaluation env the way the evaluator restores it (``envs.start_states.restore_start``) and
+an evaluation env the way the evaluator restores it (``envs.start_state_file.restore_start``) and
 both play the human's next ``VERIFY_HORIZON`` frames (NOOPs past the end of the log): RAM and
 screen must match the replay on every frame, or the start points are refused (the replays
 and comparisons: ``envs.start_verification``).
@@ -46,7 +46,7 @@ from envs.atari import make_env
 from envs.games import resolve_game
 from envs.start_sampling import capture_starts, draw_frames
 from envs.start_state_checks import rom_md5
-from envs.start_states import StartStates
+from envs.start_state_file import StartStates
 from envs.start_verification import check_restore, fingerprint, replay_truth
 
 gym.register_envs(ale_py)

@@ -20,7 +20,7 @@ import numpy as np
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env
-from envs.start_states import StartStates, restore_start
+from envs.start_state_file import StartStates, restore_start
 from envs.trajectories import verify_start_states
 from evaluation.scores import normalized_score
 

@@ -10,7 +10,7 @@
 
 ``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``play`` logs an
 agent's ε-greedy games with its run's env settings instead. ``show`` writes its PNG with
-matplotlib. Formats: ``envs.start_states`` (start-state files), ``envs.trajectories``
+matplotlib. Formats: ``envs.start_state_file`` (start-state files), ``envs.trajectories``
 (trajectory files). ``sample`` (and so ``record``) writes a file only once every start point
 has passed ``envs.trajectories.verify_start_states``; ``verify`` runs that check on an existing
 file (an evaluation runs it too). Exit status 2 with one line on bad input, including a game
@@ -34,7 +34,7 @@ from envs.recording import (
     play_trajectories,
     record_trajectories,
 )
-from envs.start_states import StartStates, load_start_states, save_start_states
+from envs.start_state_file import StartStates, load_start_states, save_start_states
 from envs.trajectories import (
     TrajectoryLog,
     merge_logs,

@@ -14,7 +14,7 @@ from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import save_agent_snapshot
 from envs.atari import make_env
 from envs.recording import play_trajectories
-from envs.start_states import load_start_states
+from envs.start_state_file import load_start_states
 from envs.trajectories import load_trajectories, replay_env
 from evaluation import start_states as start_state_tools
 

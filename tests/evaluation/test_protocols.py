@@ -7,7 +7,7 @@ import pytest
 
 from agents.double_dqn import DoubleDQN
 from envs.atari import make_env
-from envs.start_states import restore_start
+from envs.start_state_file import restore_start
 from envs.trajectories import Trajectory, TrajectoryLog, replay_env, sample_start_states
 from evaluation.protocols import evaluate_human_starts, evaluate_noop
 

@@ -13,7 +13,7 @@ from envs.atari import make_env
 from envs.frame_stack import FrameStack
 from envs.start_sampling import agent_frames, draw_frames
 from envs.start_state_checks import digest, rom_md5
-from envs.start_states import load_start_states, restore_start, save_start_states
+from envs.start_state_file import load_start_states, restore_start, save_start_states
 from envs.trajectories import (
     Trajectory,
     TrajectoryLog,
