@@ -20,6 +20,23 @@ from training.run_guard import RunDirectoryError
 _STARTED_NS = time.time_ns()
 
 
+# Settings added after some runs were stored, with the value that continues such a run the way
+# it ran (a run from before `train.life_loss` only stopped bootstrapping at a lost life).
+ADDED_SETTINGS = {"threads": "auto", "env.kind": "atari", "train.life_loss": "stop_bootstrap"}
+
+
+def load_stored_config(path: Path) -> DictConfig:
+    """A run's config.yaml, completed with the settings added since it was written."""
+    stored = OmegaConf.load(path)
+    for key, value in ADDED_SETTINGS.items():
+        if OmegaConf.select(stored, key, default="missing") == "missing":
+            OmegaConf.update(stored, key, value)
+    game = OmegaConf.select(stored, "env.game")
+    if isinstance(game, str):  # runs from before the game was stored as its ROM id
+        stored.env.game = resolve_game(game).rom_id
+    return stored
+
+
 def _record(cfg: DictConfig) -> dict:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     resolved.pop("resume", None)
@@ -32,11 +49,8 @@ def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:
     path = RunDirectory(run_dir).config_file
     if not path.exists():
         return
-    existing = OmegaConf.to_container(OmegaConf.load(path))
+    existing = OmegaConf.to_container(load_stored_config(path))
     existing.pop("resume", None)
-    env = existing.get("env") or {}
-    if isinstance(env.get("game"), str):  # runs from before the game was stored as its ROM id
-        env["game"] = resolve_game(env["game"]).rom_id
     differences = _differences(existing, _record(cfg))
     if differences:
         key, (there, here) = next(iter(differences.items()))
@@ -72,7 +86,7 @@ def run_config(cfg: DictConfig) -> DictConfig:
             f"resume={cfg.resume} with hydra.run.dir={run_dir} is not allowed: a resumed run "
             "continues in its own directory"
         )
-    stored = OmegaConf.load(path)
+    stored = load_stored_config(path)
     for override in HydraConfig.get().overrides.task:
         key = override.split("=", 1)[0].lstrip("+~")
         if key == "resume" or key.startswith("hydra"):
