@@ -125,6 +125,9 @@ def main(cfg: DictConfig) -> None:
     torch.set_num_threads(torch_threads(cfg.threads))
     try:
         parts = build(cfg)
+    except ValueError as error:  # a component refused its arguments (a new sampler's, say)
+        remove_created_directories(run_dir)
+        _fail(error, 2)
     except BaseException:
         remove_created_directories(run_dir)
         raise
