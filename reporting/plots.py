@@ -66,8 +66,11 @@ def plot_published(variants: Sequence["Variant"], dopamine: Mapping[str, "Band"]
         label = f"{LABELS.get(variant.kind, variant.kind)} ({len(variant.runs)} runs)"
         _band(axes, variant.band, _colour(variant.kind), label, marker=".")
     for agent, band in dopamine.items():
+        # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
         _band(axes, band, DOPAMINE_COLOURS[agent], f"Dopamine {agent} (training returns, "
-              "sticky actions; reference only)", linestyle="--")
+              "sticky actions; reference only)", linestyle="--", marker="x")
+    random_score, _ = reference_scores(variants[0].game, "noop")
+    axes.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
     axes.set_title(f"{resolve_game(variants[0].game).name}: periodic test (no-op starts)")
     axes.set_xlabel("emulator frames (millions)")
     axes.set_ylabel("score (median, min–max over runs)")
