@@ -105,6 +105,8 @@ class Training:
         """Train until the last step or a stop request; returns the signal that stopped it."""
         t, r, agent = self.cfg.train, self.cfg.replay, self.parts.agent
         annealed_alpha = getattr(r, "priority_exponent_final", None) is not None
+        # Runs stored before the key existed changed α once per log period; they still do.
+        alpha_period = getattr(r, "priority_exponent_period_steps", t.log_period_steps)
         try:
             if self.periodic_test.pending_step is not None:  # interrupted by the last stop
                 self.periodic_test.run(agent, self.periodic_test.pending_step, self.progress.writer)
@@ -115,7 +117,7 @@ class Training:
                     self._learn()
                 if self.step % t.target_update_period_steps == 0:
                     agent.sync_target()
-                if annealed_alpha and self.step % r.priority_exponent_period_steps == 0:
+                if annealed_alpha and self.step % alpha_period == 0:
                     self.parts.replay.set_priority_exponent(self.priority_exponent())
                 if self.step % t.log_period_steps == 0 or self.step == t.total_steps:
                     self._log()
@@ -126,17 +128,21 @@ class Training:
             if self.step % self.cfg.checkpoint.every_steps:
                 self.save_checkpoint()
             if self.step == t.total_steps:
-                save_final_snapshot(
-                    RunDirectory(self.run_dir).final_snapshot,
-                    agent,
-                    game=self.cfg.env.game,
-                    step=self.step,
-                    frames=self.step * self.cfg.env.frame_skip,
-                )
-                self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
+                self._finish()
         finally:
             self.progress.close()
         return self.stop.signal
+
+    def _finish(self) -> None:
+        """The last step's agent as a snapshot, and the run's hyperparameters with results."""
+        save_final_snapshot(
+            RunDirectory(self.run_dir).final_snapshot,
+            self.parts.agent,
+            game=self.cfg.env.game,
+            step=self.step,
+            frames=self.step * self.cfg.env.frame_skip,
+        )
+        self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
 
     def _act_and_store(self) -> None:
         parts, t = self.parts, self.cfg.train
