@@ -21,6 +21,7 @@ IDENTITY_KEYS = (
 
 
 def run_identity(cfg: SimpleNamespace) -> dict:
+    """The values of `IDENTITY_KEYS` in a run config (or a checkpoint's record of them)."""
     identity = {key: select(cfg, key) for key in IDENTITY_KEYS}
     identity["env.kind"] = identity["env.kind"] or DEFAULT_KIND  # runs from before env.kind
     return identity
@@ -32,8 +33,9 @@ def check_resumable(checkpoint: dict, cfg: SimpleNamespace) -> None:
     stored = checkpoint["state"].get("identity")
     if stored is None:  # written before checkpoints recorded it
         return
+    stored = {"env.kind": DEFAULT_KIND, **stored}  # checkpoints from before env.kind
     for key, here in run_identity(cfg).items():
-        if stored.get(key, DEFAULT_KIND if key == "env.kind" else None) != here:
+        if stored.get(key) != here:
             raise CheckpointError(
                 f"checkpoint {checkpoint['path']} is of another run: {key} is "
                 f"{stored.get(key)} there, {here} here"
