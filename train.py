@@ -50,6 +50,7 @@ OmegaConf.register_new_resolver(
     "or_else", lambda value, default: default if value is None else value
 )
 
+
 def build(cfg: DictConfig) -> Components:
     """Construct every component from the config with plain constructor calls."""
     seeds = np.random.SeedSequence(cfg.seed).generate_state(4)
