@@ -75,7 +75,7 @@ def plot_published(variants: Sequence["Variant"], dopamine: Mapping[str, "Band"]
     axes.set_xlabel("emulator frames (millions)")
     axes.set_ylabel("score (median, min–max over runs)")
     axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7)
+    axes.legend(fontsize=7, framealpha=0.5)  # see-through: points may lie behind it
     figure.tight_layout()
     figure.savefig(path)
 
