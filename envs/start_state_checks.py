@@ -17,10 +17,11 @@ from pathlib import Path
 import ale_py
 import numpy as np
 
+from artifacts.header import Header
 from envs.games import resolve_game
 
-FORMAT = "per-atari-start-states"
-VERSION = 2
+# Version 2 stores the action prefixes and RAM that verify each restore.
+START_STATES = Header("per-atari-start-states", 2, "start-state file")
 RAM_SIZE = 128
 ARRAYS = {  # name -> (dtype, shape after the leading N; None = checked separately)
     "frames": (np.uint8, None),
@@ -55,14 +56,12 @@ def read_npz(path: Path) -> tuple[dict[str, np.ndarray], dict]:
         raise ValueError(
             f"start-state file {path} is corrupt or not an .npz file: {reason}"
         ) from None
-    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a start-state file (format must be {FORMAT!r})")
-    if metadata.get("version") != VERSION:
-        raise ValueError(
-            f"start-state file {path} has version {metadata.get('version')!r}; this code reads "
-            f"version {VERSION}, whose action prefixes and RAM verify each restore: regenerate "
-            f"it with python -m evaluation.start_states sample TRAJECTORIES.json out={path}"
-        )
+    START_STATES.check(
+        path,
+        metadata,
+        remedy=f"regenerate it with python -m evaluation.start_states sample TRAJECTORIES.json "
+        f"out={path}",
+    )
     missing = sorted({*ARRAYS, *BLOBS, "trajectory_seeds"} - set(arrays))
     if missing:
         raise ValueError(f"start-state file {path} is corrupt: missing arrays {missing}")

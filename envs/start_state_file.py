@@ -46,8 +46,7 @@ import numpy as np
 
 from envs.start_state_checks import (
     ARRAYS,
-    FORMAT,
-    VERSION,
+    START_STATES,
     check_compatible,
     check_shapes,
     digest,
@@ -131,8 +130,7 @@ def save_start_states(path: str | os.PathLike, starts: StartStates) -> None:
     arrays.update(_blob("action", starts.trajectory_actions))
     arrays["trajectory_seeds"] = np.asarray(starts.trajectory_seeds, dtype=np.int64)
     metadata = {
-        "format": FORMAT,
-        "version": VERSION,
+        **START_STATES.fields(),
         "game": starts.game,
         "rom_md5": starts.rom_md5,
         "ale_py_version": starts.ale_py_version,

@@ -148,7 +148,11 @@ def rewrite(source, target, metadata_changes=None, array_changes=None, resign=Fa
         ({"rom_md5": "0" * 32}, r"was made with a pong ROM of MD5 0{32}, the installed ROM has"),
         ({"ale_py_version": "0.8.1"}, r"was made with ale-py 0.8.1, this is ale-py"),
         ({"format": "something-else"}, r"is not a start-state file"),
-        ({"version": 1}, r"has version 1; this code reads version 2, .* regenerate it with "),
+        (
+            {"version": 1},
+            r"has format version 1; this version of the application reads version 2; "
+            r"regenerate it with ",
+        ),
         ({"game": "pongg"}, r"names an unknown game 'pongg'"),
     ],
 )
