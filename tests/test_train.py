@@ -87,22 +87,20 @@ def test_linear_schedule():
     assert linear_schedule(0.4, 0.4, 10, 10, 10) == 0.4
 
 
-@pytest.mark.parametrize("replay", REPLAYS)
-def test_smoke_run_logs_every_scalar(replay, tmp_path):
-    cfg = config(
-        f"replay={replay}",
-        "experiment=demo",
-        "env.game=breakout",
-        "train.total_steps=400",
-        "train.learning_start_steps=100",
-        "train.target_update_period_steps=100",
-        "train.log_period_steps=100",
-        "train.priority_histogram_period_steps=200",
-        "replay.capacity=300",
-        "env.max_episode_frames=400",
-        "evaluation.every_frames=800",
-        "evaluation.frames=400",
-    )
+SMOKE = (  # a short Breakout run with learning, a periodic test and small episodes
+    "experiment=demo",
+    "env.game=breakout",
+    "train.learning_start_steps=100",
+    "replay.capacity=300",
+    "env.max_episode_frames=400",
+    "evaluation.every_frames=800",
+    "evaluation.frames=400",
+)
+
+
+def smoke_run(tmp_path, *overrides: str) -> train.Components:
+    """Validate, build and run to the end in this process; returns the built components."""
+    cfg = config(*SMOKE, *overrides)
     validate_config(cfg)
     parts = train.build(cfg)
     store = CheckpointStore(tmp_path / "checkpoints")
@@ -110,6 +108,19 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
     training.start(None)
     assert training.run() is None
     parts.env.close()
+    return parts
+
+
+@pytest.mark.parametrize("replay", REPLAYS)
+def test_smoke_run_logs_every_scalar(replay, tmp_path):
+    smoke_run(
+        tmp_path,
+        f"replay={replay}",
+        "train.total_steps=400",
+        "train.target_update_period_steps=100",
+        "train.log_period_steps=100",
+        "train.priority_histogram_period_steps=200",
+    )
     events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
     tags = set(events.Tags()["scalars"])
     expected = {
@@ -181,26 +192,9 @@ def test_priorities_that_would_underflow_are_refused(overrides):
 
 
 def test_the_lean_env_trains_and_tests_through_the_registry(tmp_path):
-    cfg = config(
-        "env=lean_atari",
-        "experiment=demo",
-        "env.game=breakout",
-        "train.total_steps=200",
-        "train.learning_start_steps=100",
-        "replay.capacity=300",
-        "env.max_episode_frames=400",
-        "evaluation.every_frames=800",
-        "evaluation.frames=400",
-    )
-    validate_config(cfg)
-    parts = train.build(cfg)
+    parts = smoke_run(tmp_path, "env=lean_atari", "train.total_steps=200")
     assert type(parts.env).__name__ == "LeanAtariEnv"
-    training = Training(parts, cfg, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest())
-    training.start(None)
-    assert training.run() is None
-    parts.env.close()
     events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
     assert [e.step for e in events.Scalars("eval/score")] == [200]
-    assert CheckpointStore(tmp_path / "c").read_latest()["state"]["identity"]["env.kind"] == (
-        "lean_atari"
-    )
+    checkpoint = CheckpointStore(tmp_path / "checkpoints").read_latest()
+    assert checkpoint["state"]["identity"]["env.kind"] == "lean_atari"

@@ -1,12 +1,15 @@
-"""Real ALE episodes; every expectation is exact."""
+"""Real ALE episodes; every expectation is exact. The behaviour both Atari envs promise is
+checked on both (`MAKERS`); tests/envs/test_lean_atari.py checks what only the lean one does."""
 
 import cv2
 import numpy as np
 import pytest
 
 from envs.atari import make_env
+from envs.lean_atari import make_lean_env
 
 NOOP = 0
+MAKERS = pytest.mark.parametrize("make", [make_env, make_lean_env], ids=["atari", "lean_atari"])
 
 
 def run(env, actions):
@@ -42,8 +45,9 @@ def test_no_sticky_actions_no_ale_frame_skip_no_ale_cap():
     assert sticky.unwrapped.ale.getFloat("repeat_action_probability") == 0.25
 
 
-def test_noops_are_single_frames_and_steps_are_frame_skip_frames():
-    env = make_env("pong", seed=1)
+@MAKERS
+def test_noops_are_single_frames_and_steps_are_frame_skip_frames(make):
+    env = make("pong", seed=1)
     for _ in range(3):
         _, info = env.reset()
         noops = info["episode_frame_number"]
@@ -51,24 +55,26 @@ def test_noops_are_single_frames_and_steps_are_frame_skip_frames():
         assert info["life_lost"] is False
         for k, (*_, info) in enumerate(run(env, [NOOP] * 5), start=1):
             assert info["episode_frame_number"] == noops + 4 * k
-    env = make_env("pong", seed=1, frame_skip=3, noop_max=0)
+    env = make("pong", seed=1, frame_skip=3, noop_max=0)
     assert env.reset()[1]["episode_frame_number"] == 0
     assert env.step(NOOP)[4]["episode_frame_number"] == 3
 
 
-def test_noop_count_covers_exactly_1_to_noop_max():
-    env = make_env("pong", seed=2, noop_max=3)
+@MAKERS
+def test_noop_count_covers_exactly_1_to_noop_max(make):
+    env = make("pong", seed=2, noop_max=3)
     counts = {env.reset()[1]["episode_frame_number"] for _ in range(40)}
     assert counts == {1, 2, 3}
-    env = make_env("pong", seed=3)
+    env = make("pong", seed=3)
     counts = [env.reset()[1]["episode_frame_number"] for _ in range(300)]
     assert set(counts) == set(range(1, 31))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_frame_cap_truncates_on_the_step_that_reaches_it(seed):
+@MAKERS
+def test_frame_cap_truncates_on_the_step_that_reaches_it(make, seed):
     cap = 400
-    env = make_env("pong", seed=seed, max_episode_frames=cap)
+    env = make("pong", seed=seed, max_episode_frames=cap)
     _, info = env.reset()
     noops = info["episode_frame_number"]
     steps = -(-(cap - noops) // 4)  # first step whose last frame is at or past the cap
@@ -81,15 +87,16 @@ def test_frame_cap_truncates_on_the_step_that_reaches_it(seed):
     assert info["episode_frame_number"] == noops + 4 * steps  # the last step is complete
     assert cap <= info["episode_frame_number"] < cap + 4
     # ...so its frame and reward are those of the same step without a cap: a true last frame.
-    uncapped = make_env("pong", seed=seed, max_episode_frames=0)
+    uncapped = make("pong", seed=seed, max_episode_frames=0)
     uncapped.reset()
     obs, reward, *_ = run(uncapped, [NOOP] * steps)[-1]
     np.testing.assert_array_equal(results[-1][0], obs)
     assert results[-1][1] == reward
 
 
-def test_life_lost_fires_exactly_when_lives_decrease_until_game_over():
-    env = make_env("breakout", seed=4)
+@MAKERS
+def test_life_lost_fires_exactly_when_lives_decrease_until_game_over(make):
+    env = make("breakout", seed=4)
     _, info = env.reset()
     assert info["lives"] == 5 and info["life_lost"] is False
     lives, losses, terminated = info["lives"], 0, False
@@ -193,10 +200,11 @@ def test_a_captured_state_continues_exactly_into_a_game_over_mid_skip(seed):
     assert (reward_2, terminated_2, truncated_2, info_2) == (reward, terminated, truncated, info)
 
 
-def test_noops_after_a_life_loss_play_2_to_31_frames():
+@MAKERS
+def test_noops_after_a_life_loss_play_2_to_31_frames(make):
     """DeepMind's training rule: one no-op frame, then 1..noop_max more (Breakout never ends
     without FIRE, so every call continues the same game)."""
-    env = make_env("breakout", seed=5)
+    env = make("breakout", seed=5)
     env.reset()
     counts = set()
     for _ in range(400):

@@ -1,5 +1,6 @@
 """Real ALE episodes through make_lean_env; every expectation is exact. The paper's processing is
-checked frame for frame against ``Reference``, written here from ale-py, numpy and OpenCV."""
+checked frame for frame against ``Reference``, written here from ale-py, numpy and OpenCV; the
+behaviour make_env promises too is checked on both envs in tests/envs/test_atari.py."""
 
 import cv2
 import numpy as np
@@ -161,62 +162,6 @@ def test_frames_actions_and_emulator_settings_are_make_envs():
     assert make_lean_env("pong", seed=0, full_action_space=True).action_space.n == 18
 
 
-def test_noops_are_single_frames_and_steps_are_frame_skip_frames():
-    env = make_lean_env("pong", seed=1)
-    for _ in range(3):
-        _, info = env.reset()
-        noops = info["episode_frame_number"]
-        assert 1 <= noops <= 30 and info["life_lost"] is False
-        for k, (*_, info) in enumerate(run(env, [NOOP] * 5), start=1):
-            assert info["episode_frame_number"] == noops + 4 * k
-    env = make_lean_env("pong", seed=1, frame_skip=3, noop_max=0)
-    assert env.reset()[1]["episode_frame_number"] == 0
-    assert env.step(NOOP)[4]["episode_frame_number"] == 3
-
-
-def test_noop_count_covers_exactly_1_to_noop_max():
-    env = make_lean_env("pong", seed=2, noop_max=3)
-    assert {env.reset()[1]["episode_frame_number"] for _ in range(20)} == {1, 2, 3}
-    env = make_lean_env("pong", seed=5)  # 70 resets draw every count (a reset costs ~5 ms)
-    counts = [env.reset()[1]["episode_frame_number"] for _ in range(100)]
-    assert set(counts) == set(range(1, 31))
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_frame_cap_truncates_on_the_step_that_reaches_it(seed):
-    cap = 400
-    env = make_lean_env("pong", seed=seed, max_episode_frames=cap)
-    noops = env.reset()[1]["episode_frame_number"]
-    steps = -(-(cap - noops) // 4)  # first step whose last frame is at or past the cap
-    results = run(env, [NOOP] * steps)
-    for *_, terminated, truncated, info in results[:-1]:
-        assert not terminated and not truncated and info["episode_frame_number"] < cap
-    *_, terminated, truncated, info = results[-1]
-    assert truncated and not terminated
-    assert info["episode_frame_number"] == noops + 4 * steps  # the last step is complete
-    uncapped = make_lean_env("pong", seed=seed, max_episode_frames=0)
-    uncapped.reset()
-    obs, reward, *_ = run(uncapped, [NOOP] * steps)[-1]
-    np.testing.assert_array_equal(results[-1][0], obs)  # a true last frame
-    assert results[-1][1] == reward
-
-
-def test_life_lost_fires_exactly_when_lives_decrease_until_game_over():
-    env = make_lean_env("breakout", seed=4)
-    _, info = env.reset()
-    assert info["lives"] == 5 and info["life_lost"] is False
-    lives, losses, terminated = info["lives"], 0, False
-    while not terminated:
-        _, _, terminated, truncated, info = env.step(env.action_space.sample())
-        assert not truncated
-        assert info["life_lost"] == (info["lives"] < lives)
-        assert info["lives"] == lives - info["life_lost"]
-        losses += info["life_lost"]
-        assert terminated or info["lives"] > 0  # the game goes on after a life loss
-        lives = info["lives"]
-    assert losses == 5 and info["lives"] == 0
-
-
 def episode(seed, actions):
     """Breakout from a reset until game over or the actions run out, then the next reset."""
     env = make_lean_env("breakout", seed=seed)
@@ -288,15 +233,3 @@ def test_a_restored_env_continues_identically_through_noops_and_resets():
     second = play_on(resumed, actions)
     assert any(len(entry) == 5 and entry[2] and entry[4] < 4 for entry in first)
     assert_same_records(first, second)
-
-
-def test_noops_after_a_life_loss_play_2_to_31_frames():
-    env = make_lean_env("breakout", seed=5)
-    env.reset()
-    counts = set()
-    for _ in range(400):
-        before = env.ale.getEpisodeFrameNumber()
-        _, terminated, info = env.noops_after_life_loss()
-        assert not terminated  # Breakout never ends without FIRE
-        counts.add(info["episode_frame_number"] - before)
-    assert counts == set(range(2, 32))
