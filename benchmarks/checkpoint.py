@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -59,7 +60,8 @@ def add_transitions(replay: ReplayBuffer, count: int, rng: np.random.Generator) 
             replay.add(int(step % 4), 0.0, False, frame)
         if step % 4 == 0 and len(replay) >= replay.batch_size:
             batch = replay.sample(0.4)
-            replay.update_priorities(batch.indices, rng.normal(size=replay.batch_size))
+            errors = rng.normal(size=replay.batch_size)
+            replay.update_priorities(batch.indices, SimpleNamespace(td_errors=errors))
 
 
 def state_of(agent: DoubleDQN, replay: ReplayBuffer, rng: np.random.Generator) -> dict:

@@ -2,32 +2,30 @@
 
     python benchmarks/replay_memory.py                    # N = 2^20 frames (~7.4 GB per kind)
     python benchmarks/replay_memory.py --capacity 100000  # a quicker look
+    python benchmarks/replay_memory.py --capacity 50000 --eviction lowest_priority
 
-For each sampler kind, on a memory filled with N Atari-sized frames: resident bytes per
-transition; µs to gather the 32 states and next states into a reused vs a fresh array; µs for
-a whole `replay.sample` (sampler, importance weights, gather); and ms for a whole training
-step — sample, `agent.learn`, `update_priorities` — with its overhead over uniform replay.
-Prints figures; asserts nothing. Timings are medians; compare ratios from one run.
+For each sampler kind, on a memory of the storage `--eviction` picks (`fifo`: the frame ring;
+`lowest_priority`: whole transitions, ~35 KB each) filled with N Atari-sized transitions:
+resident bytes per transition, beside what the config check (`replay.buffer.memory_bytes`)
+counts; µs to gather the 32 states and next states into a reused vs a fresh array; µs for a
+whole `replay.sample` (sampler, importance weights, gather) and `update_priorities`; and ms
+for a whole training step — sample, `agent.learn`, `update_priorities` — with its overhead over
+uniform replay. Prints figures; asserts nothing. Timings are medians; compare ratios from one
+run.
 """
 
 import argparse
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
 from agents.double_dqn import DoubleDQN
-from replay.buffer import ReplayBuffer
-from replay.proportional import ProportionalSampler
-from replay.rank_based import RankBasedSampler
-from replay.sampler import UniformSampler
-from replay.storage import FrameStorage
+from replay.buffer import ReplayBuffer, memory_bytes
+from replay.registry import SAMPLERS, STORAGES, build_storage
 
-SAMPLERS = {
-    "uniform": UniformSampler,
-    "proportional": ProportionalSampler,
-    "rank_based": RankBasedSampler,
-}
 EPISODE_STEPS = 1000
+HISTORY_LENGTH = 4
 
 
 def resident_bytes() -> int:
@@ -38,9 +36,11 @@ def resident_bytes() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def filled_replay(kind: str, capacity: int, rng: np.random.Generator) -> ReplayBuffer:
+def filled_replay(
+    kind: str, eviction: str, capacity: int, rng: np.random.Generator
+) -> ReplayBuffer:
     """Random frames in episodes of 1000 steps, written through the storage's own API."""
-    storage = FrameStorage(capacity)
+    storage = build_storage(eviction, capacity, HISTORY_LENGTH, (84, 84))
     replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32)
     frames = rng.integers(0, 256, size=(97, 84, 84), dtype=np.uint8)
     replay.start_episode(frames[0])
@@ -61,28 +61,41 @@ def median_us(function, repeats: int) -> float:
     return float(np.median(times)) * 1e6
 
 
+def warm_up(kind: str, eviction: str, rng: np.random.Generator) -> None:
+    """Loads the compiled kernels a replay of this kind uses (tens of MB, once per process),
+    so that the bytes measured next are the memory's own."""
+    replay = filled_replay(kind, eviction, 2 * EPISODE_STEPS, rng)
+    for _ in range(2):
+        batch = replay.sample(0.5)
+        replay.update_priorities(batch.indices, SimpleNamespace(td_errors=batch.rewards))
+        replay.add(0, 0.0, False, np.zeros((84, 84), dtype=np.uint8))
+
+
 def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict[str, float]:
+    warm_up(kind, args.eviction, rng)
     before = resident_bytes()
-    replay = filled_replay(kind, args.capacity, rng)
+    replay = filled_replay(kind, args.eviction, args.capacity, rng)
     figures = {"bytes": (resident_bytes() - before) / len(replay)}
+    frames_per_slot = type(replay.storage).frames_per_slot(HISTORY_LENGTH)
+    figures["checked"] = memory_bytes(1, (84, 84), frames_per_slot)
     indices, _ = replay.sampler.sample(32)
-    slots = np.concatenate([indices, (indices + 1) % args.capacity])
-    out = np.empty((64, 4, 84, 84), dtype=np.uint8)
-    figures["gather_reused"] = median_us(lambda: replay.storage.gather_states(slots, out), 2000)
+    out = np.empty((64, HISTORY_LENGTH, 84, 84), dtype=np.uint8)
+    storage = replay.storage
+    figures["gather_reused"] = median_us(lambda: storage.gather_transitions(indices, out), 2000)
     figures["gather_fresh"] = median_us(
-        lambda: replay.storage.gather_states(slots, np.empty_like(out)), 2000
+        lambda: storage.gather_transitions(indices, np.empty_like(out)), 2000
     )
-    td_errors = rng.normal(size=32).astype(np.float32)
+    learned = SimpleNamespace(td_errors=rng.normal(size=32).astype(np.float32))
 
     def sample_and_update():
         batch = replay.sample(0.5)
-        replay.update_priorities(batch.indices, td_errors)
+        replay.update_priorities(batch.indices, learned)
 
     figures["sample_update"] = median_us(sample_and_update, 2000)
 
     def training_step():
         batch = replay.sample(0.5)
-        replay.update_priorities(batch.indices, agent.learn(batch).td_errors)
+        replay.update_priorities(batch.indices, agent.learn(batch))
 
     median_us(training_step, 10)  # torch's first updates are slower
     figures["step_ms"] = median_us(training_step, args.steps) / 1000
@@ -92,12 +105,20 @@ def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity", type=int, default=2**20)
+    parser.add_argument("--eviction", choices=list(STORAGES), default="fifo")
     parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     agent = DoubleDQN(6, rng=np.random.default_rng(1), device="cpu")
-    print(f"N = {args.capacity:,} transitions, batch 32, CPU")
-    header = ("sampler", "bytes/transition", "gather µs", "fresh-array µs", "sample+update µs")
+    print(f"N = {args.capacity:,} transitions, eviction {args.eviction}, batch 32, CPU")
+    header = (
+        "sampler",
+        "bytes/transition",
+        "checked bytes",
+        "gather µs",
+        "fresh-array µs",
+        "sample+update µs",
+    )
     print(f"{header[0]:<14}" + "".join(f"{h:>18}" for h in header[1:]) + f"{'step ms':>10}")
     uniform_step = None
     for kind in SAMPLERS:
@@ -105,7 +126,7 @@ def main() -> None:
         uniform_step = uniform_step or f["step_ms"]
         overhead = 100 * (f["step_ms"] / uniform_step - 1)
         print(
-            f"{kind:<14}{f['bytes']:>18,.0f}{f['gather_reused']:>18,.0f}"
+            f"{kind:<14}{f['bytes']:>18,.0f}{f['checked']:>18,}{f['gather_reused']:>18,.0f}"
             f"{f['gather_fresh']:>18,.0f}{f['sample_update']:>18,.1f}"
             f"{f['step_ms']:>10.1f} ({overhead:+.1f} % vs uniform)"
         )

@@ -2,10 +2,12 @@
 
 For each sampler (uniform, proportional, rank-based): fill to N = 2^20 sampleable slots with
 random priorities, warm up (numba compiles on first use; the compiled code is cached on disk),
-then time `sample(32)` + `importance_weights` + `update(32)` and print µs per batch, the
-median over repeats, with a per-phase breakdown. The samplers take turns, repeat by repeat,
-so that a busy machine slows all of them alike; CPU time is printed beside the wall clock
-because on a shared 2-core machine waiting for a core can dominate the latter.
+then time `sample(32)` + `importance_weights` + `update(32)` (with the paper's priorities
+min(|δ|, 1) + ε of random TD errors, computed inside the timed update as the replay buffer
+does) and print µs per batch, the median over repeats, with a per-phase breakdown. The
+samplers take turns, repeat by repeat, so that a busy machine slows all of them alike; CPU
+time is printed beside the wall clock because on a shared 2-core machine waiting for a core
+can dominate the latter.
 
 Run from the repository root: python benchmarks/samplers.py [--size 1048576] [--repeats 7]
 """
@@ -21,12 +23,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from replay.priorities import importance_weights  # noqa: E402
+from replay.priority_signals import td_error_priorities  # noqa: E402
 from replay.proportional import ProportionalSampler  # noqa: E402
 from replay.rank_based import RankBasedSampler  # noqa: E402
 from replay.sampler import UniformSampler  # noqa: E402
 
 BATCH_SIZE = 32
 IMPORTANCE_EXPONENT = 0.5
+PRIORITY_EPSILON = 0.01
 NAMES = ("uniform", "proportional", "rank_based")
 COLUMNS = ("batch wall", "batch cpu", "buffer wall", "buffer cpu", "sample", "weights", "update")
 
@@ -44,7 +48,7 @@ def build(name: str, size: int, seed: int):
     td_errors = np.random.default_rng(seed + 1).standard_normal(size) * 0.5
     for start in range(0, size, 4096):
         slots = np.arange(start, min(start + 4096, size))
-        sampler.update(slots, td_errors[slots])
+        sampler.update(slots, td_error_priorities(td_errors[slots], PRIORITY_EPSILON))
     return sampler
 
 
@@ -58,7 +62,7 @@ def replay_steps(sampler, td_errors: np.ndarray, normalization: str) -> tuple[fl
         indices, probabilities = sampler.sample(BATCH_SIZE)
         minimum = sampler.min_probability() if normalization == "buffer" else None
         importance_weights(probabilities, IMPORTANCE_EXPONENT, normalization, minimum)
-        sampler.update(indices, errors)
+        sampler.update(indices, td_error_priorities(errors, PRIORITY_EPSILON))
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
@@ -72,7 +76,7 @@ def phase_times(sampler, td_errors: np.ndarray) -> np.ndarray:
         t1 = clock()
         importance_weights(probabilities, IMPORTANCE_EXPONENT, "batch")
         t2 = clock()
-        sampler.update(indices, errors)
+        sampler.update(indices, td_error_priorities(errors, PRIORITY_EPSILON))
         spent[row] = (t1 - t0, t2 - t1, clock() - t2)
     return np.median(spent, axis=0)
 

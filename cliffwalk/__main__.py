@@ -5,6 +5,16 @@
 
 Writes cliffwalk.csv (one row per run), cliffwalk_summary.md, figure1.png (tabular: uniform,
 oracle, greedy TD-error) and figure2.png (linear: uniform, oracle, rank-based, proportional).
+
+    python -m cliffwalk --compare signals --max-n 10 --out results/cliffwalk_signals
+    python -m cliffwalk --compare streaming --min-n 4 --max-n 10 --out results/cliffwalk_streaming
+
+--compare signals: the priority signals |δ|, its change between replays and the norm of the
+parameter change, each with the proportional and the rank-based sampler, against uniform and
+the oracle (signals.csv, signals_summary.md, signals_{tabular,linear}_{sampler}.png).
+--compare streaming: a memory of --memory-fraction of 2^(n+1) − 2 transitions fed by random
+episodes, forgetting the oldest or the lowest-priority transition, under uniform and
+proportional sampling (streaming.csv, streaming_summary.md, streaming_{tabular,linear}.png).
 """
 
 import argparse
@@ -14,9 +24,9 @@ from pathlib import Path
 
 from artifacts.command_line import OneLineParser, at_least, output_directory
 from cliffwalk.experiment import (
-    DEFAULT_VARIANTS,
-    FIGURE_VARIANTS,
-    parse_variant,
+    PAPER,
+    SIGNALS,
+    Study,
     read_results,
     run_grid,
     summarize,
@@ -24,81 +34,136 @@ from cliffwalk.experiment import (
 )
 from cliffwalk.plots import markdown_table, plot_figure
 from cliffwalk.strategies import ReplaySettings
+from cliffwalk.streaming import STREAMING, StreamSettings
 
-TITLES = {
-    "figure1": "Blind Cliffwalk, tabular (Fig. 1 and Fig. 2 left)",
-    "figure2": "Blind Cliffwalk, linear FA (Fig. 2 right)",
-}
+COMPARISONS = {study.name: study for study in (SIGNALS, STREAMING)}
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = OneLineParser(prog="python -m cliffwalk", description=__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(
+        prog="python -m cliffwalk",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--min-n", type=at_least(2), default=2, help="smallest number of states")
     parser.add_argument("--max-n", type=at_least(2), default=12, help="largest number of states")
     parser.add_argument("--seeds", type=at_least(1), default=10, help="runs per variant and n")
     parser.add_argument("--out", type=output_directory, default=Path("results/cliffwalk"))
     parser.add_argument("--jobs", type=at_least(1), default=2, help="parallel worker processes")
-    parser.add_argument("--variants", nargs="+", default=list(DEFAULT_VARIANTS),
-                        help="REPRESENTATION/STRATEGY, e.g. linear/proportional")
-    parser.add_argument("--max-updates", type=at_least(1.0, float), default=1e7,
-                        help="cap per run; capped runs are reported as such")
-    parser.add_argument("--proportional-exponent", type=at_least(0.0, float), default=0.6,
-                        help="α")
+    parser.add_argument(
+        "--compare",
+        choices=list(COMPARISONS),
+        help="run this comparison instead of the paper's figures",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        help="REPRESENTATION/STRATEGY, e.g. linear/proportional (default: every "
+        "variant the figures draw)",
+    )
+    parser.add_argument(
+        "--max-updates",
+        type=at_least(1.0, float),
+        default=1e7,
+        help="cap per run; capped runs are reported as such",
+    )
+    parser.add_argument("--proportional-exponent", type=at_least(0.0, float), default=0.6, help="α")
     parser.add_argument("--rank-exponent", type=at_least(0.0, float), default=0.7, help="α")
-    parser.add_argument("--priority-epsilon", type=at_least(0.0, float, strict=True),
-                        default=0.01, help="ε")
-    parser.add_argument("--rank-segments", type=at_least(1), default=32,
-                        help="k equal-probability segments of the rank-based sampler")
-    parser.add_argument("--replot", action="store_true",
-                        help="only redraw figures and summary from OUT/cliffwalk.csv")
+    parser.add_argument(
+        "--priority-epsilon", type=at_least(0.0, float, strict=True), default=0.01, help="ε"
+    )
+    parser.add_argument(
+        "--rank-segments",
+        type=at_least(1),
+        default=32,
+        help="k equal-probability segments of the rank-based sampler",
+    )
+    parser.add_argument(
+        "--memory-fraction",
+        type=at_least(0.0, float, strict=True),
+        default=0.25,
+        help="streaming: capacity as a fraction of 2^(n+1) − 2",
+    )
+    parser.add_argument(
+        "--replay-ratio",
+        type=at_least(1),
+        default=8,
+        help="streaming: updates per arriving transition",
+    )
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw figures and summary from OUT/cliffwalk.csv (or the comparison's csv)",
+    )
     args = parser.parse_args(argv)
     if args.max_n < args.min_n:
         parser.error(f"--max-n {args.max_n} is not allowed: must be >= --min-n ({args.min_n})")
     return args
 
 
-def settings_from(args: argparse.Namespace) -> ReplaySettings:
-    return ReplaySettings(
+def settings_from(args: argparse.Namespace, study: Study) -> ReplaySettings | StreamSettings:
+    """What `study.run` takes."""
+    settings = ReplaySettings(
         max_updates=int(args.max_updates),
         proportional_exponent=args.proportional_exponent,
         rank_exponent=args.rank_exponent,
         priority_epsilon=args.priority_epsilon,
         rank_segments=args.rank_segments,
     )
+    if study is STREAMING:
+        return StreamSettings(settings, args.memory_fraction, args.replay_ratio)
+    return settings
 
 
-def report(results, out: Path) -> str:
+def report(results, out: Path, study: Study = PAPER) -> str:
     """Writes the figures and the summary markdown; returns the markdown."""
     summaries = summarize(results)
     sections = []
-    for name, (representation, strategies) in FIGURE_VARIANTS.items():
-        plot_figure(summaries, representation, strategies, TITLES[name], out / f"{name}.png")
-        table = markdown_table(summaries, representation, strategies)
-        sections.append(f"### {TITLES[name]}\n\nmedian [min–max] updates until MSE < 10⁻³\n\n"
-                        f"{table}\n")
+    for name, panel in study.panels.items():
+        plot_figure(
+            summaries,
+            panel.representation,
+            panel.strategies,
+            panel.title,
+            out / f"{name}.png",
+            study,
+        )
+        table = markdown_table(
+            summaries, panel.representation, panel.strategies, study.memory_column
+        )
+        sections.append(f"### {panel.title}\n\nmedian [min–max] {study.updates}\n\n{table}\n")
+    if study.paired:
+        sections.append(study.paired(results))
     text = "\n".join(sections)
-    (out / "cliffwalk_summary.md").write_text(text)
+    (out / f"{study.name}_summary.md").write_text(text)
     return text
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    for variant in args.variants:
-        parse_variant(variant)  # fail before any output is written
+    study = COMPARISONS[args.compare] if args.compare else PAPER
+    variants = args.variants or study.variants
+    for variant in variants:
+        study.parse(variant)  # fail before any output is written
     args.out.mkdir(parents=True, exist_ok=True)
-    csv_path = args.out / "cliffwalk.csv"
+    csv_path = args.out / f"{study.name}.csv"
     if args.replot:
-        results = read_results(csv_path)
+        results = read_results(csv_path, study.result)
     else:
         start = time.perf_counter()
-        results = run_grid(args.variants, range(args.min_n, args.max_n + 1),
-                           range(args.seeds), settings_from(args), jobs=args.jobs)
-        write_results(results, csv_path)
+        results = run_grid(
+            study,
+            variants,
+            range(args.min_n, args.max_n + 1),
+            range(args.seeds),
+            settings_from(args, study),
+            jobs=args.jobs,
+        )
+        write_results(results, csv_path, study.result)
         print(f"{len(results)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    print(report(results, args.out))
-    print(f"wrote {csv_path}, figure1.png, figure2.png, cliffwalk_summary.md in {args.out}",
-          file=sys.stderr)
+    print(report(results, args.out, study))
+    figures = ", ".join(f"{name}.png" for name in study.panels)
+    print(f"wrote {csv_path}, {figures}, {study.name}_summary.md in {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -45,8 +45,9 @@ class Transitions:
     """A replay memory of Blind Cliffwalk transitions, one entry per array element.
 
     `pair[i] = 2 s + a` of the transition's state and action, `next_state[i]` the state it
-    leads to (0, unused, when `terminal[i]`), `reward[i]` its reward. Exactly one transition
-    has reward 1.
+    leads to (0, unused, when `terminal[i]`), `reward[i]` its reward. In the exhaustive fill
+    exactly one transition has reward 1; a streaming memory (`cliffwalk.streaming`) overwrites
+    these arrays in place and may hold none or several.
     """
 
     n: int

@@ -56,16 +56,28 @@ def _mse(theta, has_bias, q_true):
 
 
 @njit(cache=True)
-def _replay_sequence(theta, has_bias, pair, next_state, reward, terminal, gamma, step_size,
-                     q_true, indices, tolerance):
+def _replay_sequence(
+    theta,
+    has_bias,
+    pair,
+    next_state,
+    reward,
+    terminal,
+    gamma,
+    step_size,
+    q_true,
+    indices,
+    tolerance,
+):
     """Updates on `indices` in order until the MSE drops below `tolerance`.
 
     Returns (updates made, whether converged, largest |δ|, number of |δ| > 1).
     """
     largest, above_one = 0.0, 0
     for k in range(indices.shape[0]):
-        delta = _update(theta, has_bias, pair, next_state, reward, terminal, gamma, step_size,
-                        indices[k])
+        delta = _update(
+            theta, has_bias, pair, next_state, reward, terminal, gamma, step_size, indices[k]
+        )
         largest = max(largest, abs(delta))
         if abs(delta) > 1.0:
             above_one += 1
@@ -78,19 +90,27 @@ class QLearner:
     """Q-learning with one-hot features, optionally plus per-action bias weights, on a memory.
 
     Invariants: `theta` has 2n entries (one per pair) and, when `has_bias`, the biases of
-    actions 0 and 1 after them;
+    actions 0 and 1 after them; `feature_norms[pair]` is ‖φ(pair)‖ (1 tabular, √2 linear);
     `max_abs_td_error` and `td_errors_above_one` cover every update made so far, so a caller can
     report whether the samplers' clip of |δ| to 1 ever mattered.
     """
 
-    def __init__(self, memory: Transitions, *, has_bias: bool, rng: np.random.Generator,
-                 step_size: float = STEP_SIZE, init_std: float = INIT_STD):
+    def __init__(
+        self,
+        memory: Transitions,
+        *,
+        has_bias: bool,
+        rng: np.random.Generator,
+        step_size: float = STEP_SIZE,
+        init_std: float = INIT_STD,
+    ):
         self.memory = memory
         self.has_bias = has_bias
         self.gamma = discount(memory.n)
         self.step_size = step_size
         self.q_true = true_q_values(memory.n)
         self.theta = rng.normal(0.0, init_std, size=2 * memory.n + 2 * int(has_bias))
+        self.feature_norms = np.linalg.norm(self.features(), axis=1)
         self.max_abs_td_error = 0.0
         self.td_errors_above_one = 0
 
@@ -119,11 +139,29 @@ class QLearner:
         bootstrap = np.where(m.terminal[indices], 0.0, self.gamma * q[m.next_state[indices]].max(1))
         return m.reward[indices] + bootstrap - q.reshape(-1)[m.pair[indices]]
 
+    def parameter_change_norms(self, indices: np.ndarray, td_errors: np.ndarray) -> np.ndarray:
+        """‖Δθ‖ of the updates with these δ on these memory transitions.
+
+        Δθ = η δ φ(S, A) (Equation 3), so ‖Δθ‖ = η |δ| ‖φ(S, A)‖: a fixed multiple of |δ| per
+        pair, and the same multiple for every pair of a representation, since ‖φ‖ does not
+        depend on the pair.
+        """
+        return self.step_size * np.abs(td_errors) * self.feature_norms[self.memory.pair[indices]]
+
     def update(self, index: int) -> tuple[float, float]:
         """One Q-learning update on memory transition `index`: returns (δ, MSE afterwards)."""
         m = self.memory
-        delta = _update(self.theta, self.has_bias, m.pair, m.next_state, m.reward, m.terminal,
-                        self.gamma, self.step_size, index)
+        delta = _update(
+            self.theta,
+            self.has_bias,
+            m.pair,
+            m.next_state,
+            m.reward,
+            m.terminal,
+            self.gamma,
+            self.step_size,
+            index,
+        )
         self._record(abs(delta), int(abs(delta) > 1.0))
         return delta, _mse(self.theta, self.has_bias, self.q_true)
 
@@ -134,12 +172,21 @@ class QLearner:
         """
         m = self.memory
         made, converged, largest, above_one = _replay_sequence(
-            self.theta, self.has_bias, m.pair, m.next_state, m.reward, m.terminal, self.gamma,
-            self.step_size, self.q_true, np.ascontiguousarray(indices, dtype=np.int64), tolerance)
+            self.theta,
+            self.has_bias,
+            m.pair,
+            m.next_state,
+            m.reward,
+            m.terminal,
+            self.gamma,
+            self.step_size,
+            self.q_true,
+            np.ascontiguousarray(indices, dtype=np.int64),
+            tolerance,
+        )
         self._record(largest, above_one)
         return made if converged else None
 
     def _record(self, abs_delta: float, above_one: int) -> None:
         self.max_abs_td_error = max(self.max_abs_td_error, float(abs_delta))
         self.td_errors_above_one += int(above_one)
-

@@ -1,6 +1,7 @@
 """Log-log figures and a markdown table of the Blind Cliffwalk results, as in the paper's
 Figures 1 and 2: number of updates until the MSE is below 10^−3 against the memory size,
-median line with a faint min–max band over seeds."""
+median line with a faint min–max band over seeds. The same for every study
+(`cliffwalk.experiment.Study`): only the strategies and the axis labels differ."""
 
 import math
 from collections.abc import Sequence
@@ -8,88 +9,142 @@ from pathlib import Path
 
 from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
-from cliffwalk.env import memory_size
-from cliffwalk.experiment import Summary
+from cliffwalk.experiment import PAPER, Study, Summary
 
-# The paper's colours: black uniform, cyan oracle, red rank-based, blue proportional.
+# The paper's colours: black uniform, cyan oracle, red rank-based, blue proportional. The
+# other signals take one colour each (a panel shows one sampler); the streaming variants
+# their sampler's colour, dashed when they forget the lowest priority instead of the oldest.
 STYLE = {
     "uniform": ("black", "uniform"),
     "oracle": ("deepskyblue", "oracle"),
     "greedy": ("darkorange", "greedy TD-error"),
     "rank_based": ("red", "rank-based"),
     "proportional": ("blue", "proportional"),
+    "proportional:td_error_change": ("forestgreen", "proportional, Δ|δ| between replays"),
+    "proportional:parameter_change": ("darkviolet", "proportional, ‖Δθ‖"),
+    "rank_based:td_error_change": ("forestgreen", "rank-based, Δ|δ| between replays"),
+    "rank_based:parameter_change": ("darkviolet", "rank-based, ‖Δθ‖"),
+    "uniform+fifo": ("black", "uniform, forget oldest"),
+    "uniform+lowest_priority": ("black", "uniform, forget lowest |δ|"),
+    "proportional+fifo": ("blue", "proportional, forget oldest"),
+    "proportional+lowest_priority": ("blue", "proportional, forget lowest |δ|"),
 }
+LINE = {strategy: "--o" for strategy in STYLE if strategy.endswith("+lowest_priority")}
 
 
-def plot_figure(summaries: Sequence[Summary], representation: str, strategies: Sequence[str],
-                title: str, path: Path) -> None:
+def plot_figure(
+    summaries: Sequence[Summary],
+    representation: str,
+    strategies: Sequence[str],
+    title: str,
+    path: Path,
+    study: Study = PAPER,
+) -> None:
     """One panel. Medians and band edges that are ∞ (runs that never converged) are not drawn;
-    a hollow marker flags a finite median with some failed runs, the legend says how many."""
+    a hollow marker flags a finite median with some failed runs, the legend says how many.
+    `study` names the axes."""
     figure = Figure(figsize=(5.5, 4.2), dpi=110)
     axes = figure.subplots()
     for strategy in strategies:
-        rows = sorted((s for s in summaries if (s.representation, s.strategy)
-                       == (representation, strategy)), key=lambda s: s.n)
+        rows = sorted(
+            (s for s in summaries if (s.representation, s.strategy) == (representation, strategy)),
+            key=lambda s: s.n,
+        )
         if not rows:
             continue
         colour, label = STYLE[strategy]
-        endings = [(sum(row.stalled for row in rows), "stalled"),
-                   (sum(row.capped for row in rows), "hit the cap")]
+        endings = [
+            (sum(row.stalled for row in rows), "stalled"),
+            (sum(row.capped for row in rows), "hit the cap"),
+        ]
         if any(count for count, _ in endings):
             total = sum(row.runs for row in rows)
-            label += " (" + ", ".join(f"{count}/{total} runs {what}"
-                                      for count, what in endings if count) + ")"
+            label += (
+                " ("
+                + ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
+                + ")"
+            )
         finite = [row for row in rows if math.isfinite(row.median)]
         x = [row.transitions for row in finite]
-        axes.plot(x, [row.median for row in finite], "-o", color=colour, label=label,
-                  markersize=3.5, linewidth=1.6)
+        axes.plot(
+            x,
+            [row.median for row in finite],
+            LINE.get(strategy, "-o"),
+            color=colour,
+            label=label,
+            markersize=3.5,
+            linewidth=1.6,
+        )
         banded = [row for row in finite if math.isfinite(row.maximum)]
-        axes.fill_between([row.transitions for row in banded], [r.minimum for r in banded],
-                          [row.maximum for row in banded], color=colour, alpha=0.15, linewidth=0)
+        axes.fill_between(
+            [row.transitions for row in banded],
+            [r.minimum for r in banded],
+            [row.maximum for row in banded],
+            color=colour,
+            alpha=0.15,
+            linewidth=0,
+        )
         partly = [row for row in finite if row.failed]
-        axes.plot([row.transitions for row in partly], [row.median for row in partly], "o",
-                  markerfacecolor="white", color=colour, markersize=7)
-    _decorate(axes, summaries, title)
+        axes.plot(
+            [row.transitions for row in partly],
+            [row.median for row in partly],
+            "o",
+            markerfacecolor="white",
+            color=colour,
+            markersize=7,
+        )
+    _decorate(axes, summaries, title, study)
     figure.tight_layout()
     figure.savefig(path)
 
 
-def _decorate(axes, summaries: Sequence[Summary], title: str) -> None:
+def _decorate(axes, summaries: Sequence[Summary], title: str, study: Study) -> None:
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
-    axes.set_xlabel("transitions in replay memory, 2^(n+1) − 2")
-    axes.set_ylabel("updates until MSE < 10⁻³")
+    axes.set_xlabel(study.memory)
+    axes.set_ylabel(study.updates)
     axes.set_title(title, fontsize=10)
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
-    ns = sorted({s.n for s in summaries})
+    memories = dict(sorted({s.n: s.transitions for s in summaries}.items()))
     top = axes.secondary_xaxis("top")
-    top.set_xticks([memory_size(n) for n in ns], labels=[str(n) for n in ns], fontsize=7)
+    top.set_xticks(list(memories.values()), labels=[str(n) for n in memories], fontsize=7)
     top.set_xlabel("number of states n", fontsize=8)
 
 
-def markdown_table(summaries: Sequence[Summary], representation: str,
-                   strategies: Sequence[str]) -> str:
+def markdown_table(
+    summaries: Sequence[Summary],
+    representation: str,
+    strategies: Sequence[str],
+    memory: str = "transitions",
+) -> str:
     """Median [min–max] updates per n (rows) and strategy (columns); ∞ stands for runs that
-    never converged, and how many capped or stalled is said in the cell."""
-    ns = sorted({s.n for s in summaries if s.representation == representation})
-    by_key = {(s.strategy, s.n): s for s in summaries if s.representation == representation}
-    header = "| n | transitions | " + " | ".join(STYLE[s][1] for s in strategies) + " |"
+    never converged, and how many capped or stalled is said in the cell. `memory` heads the
+    column of the memory size."""
+    rows = [s for s in summaries if s.representation == representation]
+    memories = dict(sorted({s.n: s.transitions for s in rows}.items()))
+    by_key = {(s.strategy, s.n): s for s in rows}
+    labels = (STYLE[s][1].replace("|", "\\|") for s in strategies)  # |δ| in a table cell
+    header = f"| n | {memory} | " + " | ".join(labels) + " |"
     lines = [header, "|" + "---|" * (2 + len(strategies))]
-    for n in ns:
+    for n, transitions in memories.items():
         cells = [_cell(by_key.get((strategy, n))) for strategy in strategies]
-        lines.append(f"| {n} | {memory_size(n)} | " + " | ".join(cells) + " |")
+        lines.append(f"| {n} | {transitions} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _cell(summary: Summary | None) -> str:
     if summary is None:
         return "–"
-    failures = [f"{count}/{summary.runs} {what}" for count, what in
-                ((summary.capped, "capped"), (summary.stalled, "stalled")) if count]
+    failures = [
+        f"{count}/{summary.runs} {what}"
+        for count, what in ((summary.capped, "capped"), (summary.stalled, "stalled"))
+        if count
+    ]
     note = f" ({', '.join(failures)})" if failures else ""
-    return (f"{_number(summary.median)} [{_number(summary.minimum)}–"
-            f"{_number(summary.maximum)}]{note}")
+    return (
+        f"{_number(summary.median)} [{_number(summary.minimum)}–{_number(summary.maximum)}]{note}"
+    )
 
 
 def _number(value: float) -> str:

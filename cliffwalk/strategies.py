@@ -3,7 +3,9 @@
 Every strategy runs Q-learning updates one transition at a time on a full memory until the
 MSE to the true Q-values is below the tolerance or `max_updates` is spent, and returns the
 number of updates made. The stochastic strategies use the project's own samplers
-(`replay.sampler`, `replay.proportional`, `replay.rank_based`); none uses importance weights,
+(`replay.sampler`, `replay.proportional`, `replay.rank_based`), with priorities from |δ| (the
+paper's) or, as `proportional:td_error_change` etc., from another learning-progress signal of
+`replay.priority_signals` (see `cliffwalk.progress`); none uses importance weights,
 because Appendix B.1 describes the plain update of Equation 3 (and in this deterministic task
 every sampling distribution that reaches all pairs has the same fixed point, Q*).
 """
@@ -12,10 +14,13 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from cliffwalk.learners import TOLERANCE, QLearner
+from cliffwalk.progress import LearningProgress
+from replay.priority_signals import PRIORITY_SIGNALS
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
 from replay.sampler import UniformSampler
@@ -137,11 +142,20 @@ class SamplerChoice:
     mass over k = batch_size segments of equal probability, so `sample(1)` is one segment
     covering every rank, i.e. uniform. It is therefore asked for k stratified draws, and one of
     them, chosen uniformly, is replayed: a single draw from its k-segment power law over ranks.
+    The replayed slot's new raw priority is what `progress` (its learning-progress signal)
+    makes of the update's δ.
     """
 
-    def __init__(self, sampler, rng: np.random.Generator, draws: int = 1,
-                 resort_updates: int | None = None):
+    def __init__(
+        self,
+        sampler,
+        rng: np.random.Generator,
+        progress: LearningProgress,
+        draws: int = 1,
+        resort_updates: int | None = None,
+    ):
         self._sampler, self._rng, self._draws = sampler, rng, draws
+        self._progress = progress
         self._resort_updates, self._updates = resort_updates, 0
 
     def choose(self) -> int:
@@ -149,31 +163,42 @@ class SamplerChoice:
         return int(indices[0] if self._draws == 1 else indices[self._rng.integers(self._draws)])
 
     def observe(self, index: int, td_error: float) -> None:
-        self._sampler.update(np.array([index]), np.array([td_error]))
+        priority = self._progress.observe(index, td_error)
+        self._sampler.update(np.array([index]), np.array([priority]))
         self._updates += 1
         if self._resort_updates and self._updates % self._resort_updates == 0:
             self._sampler.resort()
 
 
 def replay_greedy(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
-    return _replay_one_at_a_time(learner, GreedyQueue(len(learner.memory)), settings)
+    return replay_one_at_a_time(learner, GreedyQueue(len(learner.memory)), settings)
 
 
-def replay_proportional(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+def replay_proportional(
+    learner: QLearner, rng: np.random.Generator, settings: ReplaySettings, signal: str = "td_error"
+):
     size = len(learner.memory)
-    sampler = ProportionalSampler(size, rng, priority_exponent=settings.proportional_exponent,
-                                  priority_epsilon=settings.priority_epsilon)
-    return _replay_one_at_a_time(learner, SamplerChoice(_filled(sampler, size), rng), settings)
+    sampler = ProportionalSampler(size, rng, priority_exponent=settings.proportional_exponent)
+    progress = LearningProgress(signal, learner, settings.priority_epsilon)
+    choice = SamplerChoice(_filled(sampler, size), rng, progress)
+    return replay_one_at_a_time(learner, choice, settings)
 
 
-def replay_rank_based(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
+def replay_rank_based(
+    learner: QLearner, rng: np.random.Generator, settings: ReplaySettings, signal: str = "td_error"
+):
     size = len(learner.memory)
     sampler_rng, choice_rng = rng.spawn(2)
-    sampler = RankBasedSampler(size, sampler_rng, priority_exponent=settings.rank_exponent,
-                               priority_epsilon=settings.priority_epsilon)
-    choice = SamplerChoice(_filled(sampler, size), choice_rng, draws=settings.rank_segments,
-                           resort_updates=settings.rank_resort_updates or size)
-    return _replay_one_at_a_time(learner, choice, settings)
+    sampler = RankBasedSampler(size, sampler_rng, priority_exponent=settings.rank_exponent)
+    progress = LearningProgress(signal, learner, settings.priority_epsilon)
+    choice = SamplerChoice(
+        _filled(sampler, size),
+        choice_rng,
+        progress,
+        draws=settings.rank_segments,
+        resort_updates=settings.rank_resort_updates or size,
+    )
+    return replay_one_at_a_time(learner, choice, settings)
 
 
 def _filled(sampler, size: int):
@@ -183,7 +208,7 @@ def _filled(sampler, size: int):
     return sampler
 
 
-def _replay_one_at_a_time(learner: QLearner, strategy, settings: ReplaySettings) -> Outcome:
+def replay_one_at_a_time(learner: QLearner, strategy, settings: ReplaySettings) -> Outcome:
     """choose → update → observe(δ before the update, as Algorithm 1 stores it) → converged?"""
     for made in range(1, settings.max_updates + 1):
         index = strategy.choose()
@@ -201,3 +226,19 @@ STRATEGIES: dict[str, Callable[[QLearner, np.random.Generator, ReplaySettings], 
     "proportional": replay_proportional,
     "rank_based": replay_rank_based,
 }
+# Each stochastic sampler under every signal: the plain name is |δ|, the paper's, and
+# "SAMPLER:SIGNAL" another signal of `replay.priority_signals`.
+SIGNAL_STRATEGIES: dict[str, tuple[str, ...]] = {
+    sampler: tuple(
+        sampler if signal == "td_error" else f"{sampler}:{signal}" for signal in PRIORITY_SIGNALS
+    )
+    for sampler in ("proportional", "rank_based")
+}
+STRATEGIES.update(
+    {
+        strategy: partial(STRATEGIES[sampler], signal=strategy.partition(":")[2])
+        for sampler, strategies in SIGNAL_STRATEGIES.items()
+        for strategy in strategies
+        if strategy != sampler
+    }
+)

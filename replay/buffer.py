@@ -1,13 +1,18 @@
-"""The replay memory the training loop talks to: one storage, one interchangeable sampler."""
+"""The replay memory the training loop talks to: one storage, one interchangeable sampler, one
+priority signal."""
 
+import functools
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
+import torch
 
 from replay.diagnostics import ReplayStatistics
 from replay.priorities import WeightNormalization, importance_weights
+from replay.priority_signals import PRIORITY_SIGNALS, signal_inputs
 from replay.sampler import Sampler
-from replay.storage import FrameStorage, SlotChanges
+from replay.storage import SlotChanges, Storage
 
 
 @dataclass
@@ -31,15 +36,27 @@ class Batch:
     weights: np.ndarray
 
 
-# Bytes per slot beyond its frame, an upper bound over the samplers: the storage's action,
-# reward and flags, the sampler's tree or heap arrays, and the replay statistics
-# (benchmarks/replay_memory.py measures 7,080-7,157 B in all for 84x84 frames).
+class Learned(Protocol):
+    """What the learner returned for a batch (`agents.double_dqn.LearnStats`): the raw TD
+    errors δ (B,), and the per-transition parameter-change norms (B,) where the priority
+    signal reads them (None otherwise)."""
+
+    td_errors: np.ndarray
+    parameter_change_norms: np.ndarray | None
+
+
+# Bytes per slot beyond its frames, an upper bound over the samplers and storages: the
+# storage's action, reward and flags (and the eviction tree of the transition storage), the
+# sampler's tree or heap arrays, and the replay statistics (benchmarks/replay_memory.py
+# measures 7,064-7,157 B in all for 84x84 frames in the frame ring, 35,294-35,331 B for the
+# transition storage's 5 frames of 7,056 B).
 SLOT_OVERHEAD_BYTES = 160
 
 
-def memory_bytes(capacity: int, frame_shape: tuple[int, int]) -> int:
-    """What a full replay of `capacity` slots occupies, for a check before allocating it."""
-    return capacity * (int(np.prod(frame_shape)) + SLOT_OVERHEAD_BYTES)
+def memory_bytes(capacity: int, frame_shape: tuple[int, int], frames_per_slot: int = 1) -> int:
+    """What a full replay of `capacity` slots of `frames_per_slot` frames each occupies
+    (`Storage.frames_per_slot`), for a check before allocating it."""
+    return capacity * (frames_per_slot * int(np.prod(frame_shape)) + SLOT_OVERHEAD_BYTES)
 
 
 class NonFiniteTDErrors(FloatingPointError):
@@ -47,22 +64,44 @@ class NonFiniteTDErrors(FloatingPointError):
 
 
 class ReplayBuffer:
-    """Glues a `FrameStorage` to a `Sampler` and hands out `Batch`es.
+    """Glues a `Storage` to a `Sampler` and hands out `Batch`es.
 
     The storage announces which slots become and stop being sampleable and the buffer forwards
     that to the sampler, so the two never disagree. Sampling, learning and the priority update
     happen in one loop iteration with nothing added in between, so the indices passed to
     `update_priorities` still name the transitions that were learned from.
+
+    Priorities: the buffer turns what the learner returned into raw priorities with the
+    signal `priority_signal` (`replay.priority_signals`) and hands the same values to the
+    sampler (which draws by them, or ignores them: uniform) and to the storage (which forgets
+    by them, or ignores them: the frame ring). A transition's previous |δ| is the replay
+    statistics' last-seen |δ| (NaN until its first replay, reset when its slot is reused).
     """
 
     def __init__(
         self,
-        storage: FrameStorage,
+        storage: Storage,
         sampler: Sampler,
         batch_size: int,
         weight_normalization: WeightNormalization = "batch",
         nonfinite_patience: int = 100,
+        *,
+        priority_signal: str = "td_error",
+        priority_epsilon: float = 0.01,
+        td_error_clip: float = 1.0,
     ):
+        if not priority_epsilon > 0.0:
+            raise ValueError(
+                f"replay.priority_epsilon={priority_epsilon} is not allowed: must be > 0"
+            )
+        inputs = signal_inputs(priority_signal)  # also checks the name
+        settings = {"priority_epsilon": priority_epsilon, "td_error_clip": td_error_clip}
+        self._signal = functools.partial(
+            PRIORITY_SIGNALS[priority_signal],
+            **{name: value for name, value in settings.items() if name in inputs},
+        )
+        # What the signal reads from the learner and the replay statistics, by name.
+        self._signal_reads = tuple(name for name in inputs if name not in settings)
         self.storage = storage
         self.sampler = sampler
         self.batch_size = batch_size
@@ -71,9 +110,14 @@ class ReplayBuffer:
         self.nonfinite_td_errors = 0
         self._nonfinite_streak = 0
         self.statistics = ReplayStatistics(storage.capacity)
-        self._state_slots = np.empty(2 * batch_size, dtype=np.int64)
-        self._all_states = np.empty(
-            (2 * batch_size, storage.history_length, *storage.frame_shape), dtype=np.uint8
+        # Transitions added before the last batch was drawn (None: nothing drawn yet).
+        self._added_before_sample: int | None = None
+        shape = (2 * batch_size, storage.history_length, *storage.frame_shape)
+        device = getattr(storage, "device", None)  # a storage with a copy on the learner's device
+        self._all_states = (
+            np.empty(shape, dtype=np.uint8)
+            if device is None
+            else torch.empty(shape, dtype=torch.uint8, device=device)
         )
 
     def start_episode(self, frame: np.ndarray) -> None:
@@ -94,6 +138,7 @@ class ReplayBuffer:
         """Draw a minibatch; `importance_exponent` is β of the importance weights."""
         indices, probabilities = self.sampler.sample(self.batch_size)
         self.statistics.sampled(indices)
+        self._added_before_sample = self.statistics.added
         min_probability = (
             self.sampler.min_probability() if self.weight_normalization == "buffer" else None
         )
@@ -101,9 +146,7 @@ class ReplayBuffer:
             probabilities, importance_exponent, self.weight_normalization, min_probability
         )
         batch_size = self.batch_size
-        self._state_slots[:batch_size] = indices
-        self._state_slots[batch_size:] = (indices + 1) % self.storage.capacity
-        self.storage.gather_states(self._state_slots, out=self._all_states)
+        self.storage.gather_transitions(indices, out=self._all_states)
         return Batch(
             indices=indices,
             all_states=self._all_states,
@@ -116,12 +159,34 @@ class ReplayBuffer:
             weights=weights,
         )
 
-    def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Give the sampled transitions their new |δ|; non-finite errors are left out.
+    def update_priorities(self, indices: np.ndarray, learned: Learned) -> None:
+        """Give the sampled transitions their new priorities from what the learner returned;
+        transitions whose δ (or parameter-change norm, where the signal reads it) is NaN or
+        infinite are left out, as if not replayed.
+
+        `indices` are those of the last batch drawn. Transitions added since then may have
+        replaced some of them (the pipelined loop stores 4 steps before it writes an update's
+        priorities); those slots hold other transitions now, and are left alone.
 
         Raises `NonFiniteTDErrors` once `nonfinite_patience` consecutive batches had any.
         """
+        td_errors = learned.td_errors
+        norms = None
+        if "parameter_change_norms" in self._signal_reads:
+            norms = getattr(learned, "parameter_change_norms", None)
+            if norms is None:
+                raise ValueError(
+                    "replay.priority_signal=parameter_change needs the learner's "
+                    "parameter_change_norms, and it returned none"
+                )
+        if self._added_before_sample not in (None, self.statistics.added):
+            drawn = self.statistics.added_at[indices] < self._added_before_sample
+            still_there = drawn & self.storage.sampleable[indices]
+            indices, td_errors = indices[still_there], td_errors[still_there]
+            norms = None if norms is None else norms[still_there]
         finite = np.isfinite(td_errors)
+        if norms is not None:
+            finite &= np.isfinite(norms)
         if finite.all():
             self._nonfinite_streak = 0
         else:
@@ -133,7 +198,13 @@ class ReplayBuffer:
                     f"batches ({self.nonfinite_td_errors} in all): the learner has diverged"
                 )
             indices, td_errors = indices[finite], td_errors[finite]
-        self.sampler.update(indices, td_errors)
+            norms = None if norms is None else norms[finite]
+        available = {"td_errors": td_errors, "parameter_change_norms": norms}
+        if "previous_td_errors" in self._signal_reads:
+            available["previous_td_errors"] = self.statistics.last_abs_td_error[indices]
+        priorities = self._signal(**{name: available[name] for name in self._signal_reads})
+        self.sampler.update(indices, priorities)
+        self.storage.prioritize(indices, priorities)
         self.statistics.learned(indices, td_errors)
 
     @property
@@ -164,7 +235,7 @@ class ReplayBuffer:
 
     @property
     def frames(self) -> np.ndarray:
-        """The frame ring itself (checkpoints copy and restore it in place)."""
+        """The storage's frames (checkpoints copy and restore them in place)."""
         return self.storage.frames
 
     @property
@@ -179,6 +250,7 @@ class ReplayBuffer:
             "nonfinite_td_errors": self.nonfinite_td_errors,
             "nonfinite_streak": self._nonfinite_streak,
             "statistics": self.statistics.state_dict(),
+            "added_before_sample": self._added_before_sample,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -187,6 +259,9 @@ class ReplayBuffer:
         self.nonfinite_td_errors = int(state["nonfinite_td_errors"])
         self._nonfinite_streak = int(state["nonfinite_streak"])
         self.statistics.load_state_dict(state["statistics"])
+        # Checkpoints from before the key: nothing was ever added between a draw and its update.
+        added = state.get("added_before_sample")
+        self._added_before_sample = None if added is None else int(added)
 
     def __len__(self) -> int:
         return len(self.sampler)

@@ -10,7 +10,8 @@ class ReplayStatistics:
     (reset when the slot's transition is evicted); `added_at[slot]` is the number of
     transitions added before it, so the age of a sampled transition, in transitions, is
     `added - added_at[slot]`; `last_abs_td_error[slot]` is its last-seen |δ| (NaN until first
-    replayed), whatever the sampler. O(batch) work per sample and O(1) per eviction.
+    replayed), whatever the sampler, which is also the previous |δ| of the `td_error_change`
+    priority signal. O(batch) work per sample and O(1) per eviction.
     """
 
     def __init__(self, capacity: int):

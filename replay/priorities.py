@@ -1,4 +1,5 @@
-"""Pure formulas of prioritized replay (Schaul et al. 2016, Sections 3.3 and 3.4)."""
+"""Pure formulas of prioritized replay: the importance weights (Schaul et al. 2016, Section
+3.4). The raw priorities come from `replay.priority_signals`."""
 
 from typing import Literal
 
@@ -6,17 +7,6 @@ import numpy as np
 
 WeightNormalization = Literal["batch", "buffer"]
 WEIGHT_NORMALIZATIONS: tuple[str, ...] = ("batch", "buffer")
-
-
-def priorities_from_td_errors(
-    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float = 1.0
-) -> np.ndarray:
-    """Raw priorities p = min(|δ|, clip) + ε, before the exponent α.
-
-    The clip is the paper's DQN TD-error clipping to [−1, 1]; ε keeps every transition
-    sampleable once its error has shrunk to zero.
-    """
-    return np.minimum(np.abs(td_errors), td_error_clip).astype(np.float64) + priority_epsilon
 
 
 def importance_weights(

@@ -4,7 +4,6 @@
 import numpy as np
 from numba import njit
 
-from replay.priorities import priorities_from_td_errors
 from replay.sum_tree import (
     SLOT_NOT_SAMPLEABLE,
     SLOT_OUT_OF_RANGE,
@@ -45,11 +44,11 @@ def _store_priorities(raw, leaves, block_sums, stale_blocks, indices, priorities
 class ProportionalSampler:
     """Draws slot i with probability P(i) = p_i^α / Σ_k p_k^α (the paper's Equation 1).
 
-    p is the raw priority min(|δ|, clip) + ε of `priorities_from_td_errors`; α
-    (`priority_exponent`) is applied exactly once, when a leaf of the sum tree is written.
-    A new transition gets the largest raw priority ever written (starting at 1, Algorithm 1
-    line 6); that running maximum is kept in raw space and only raised to α on the way into
-    the tree.
+    p is the raw priority the replay buffer computes from the learner's output
+    (`replay.priority_signals`, e.g. min(|δ|, clip) + ε); α (`priority_exponent`) is applied
+    exactly once, when a leaf of the sum tree is written. A new transition gets the largest
+    raw priority ever written (starting at 1, Algorithm 1 line 6); that running maximum is
+    kept in raw space and only raised to α on the way into the tree.
 
     Sampling is stratified (Appendix B.2.1): [0, total) is cut into k = batch_size equal
     slices and one uniform target is drawn in each, so draw j comes from slice j. The
@@ -69,11 +68,7 @@ class ProportionalSampler:
         rng: np.random.Generator,
         *,
         priority_exponent: float = 0.6,
-        priority_epsilon: float = 0.01,
-        td_error_clip: float = 1.0,
     ):
-        if not priority_epsilon > 0.0:
-            raise ValueError(f"priority_epsilon must be positive, got {priority_epsilon}")
         _check_exponent(priority_exponent)
         self._rng = rng
         self._tree = SumTree(capacity)
@@ -81,8 +76,6 @@ class ProportionalSampler:
         self._size = 0
         self._max_priority = 1.0
         self.priority_exponent = float(priority_exponent)
-        self.priority_epsilon = float(priority_epsilon)
-        self.td_error_clip = float(td_error_clip)  # the learner's clip (`agent.td_error_clip`)
 
     def add(self, index: int) -> None:
         """Makes a slot sampleable as a new transition with the maximal raw priority."""
@@ -107,14 +100,13 @@ class ProportionalSampler:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         return self._tree.sample(self._rng.random(batch_size))
 
-    def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Sets p = min(|δ|, clip) + ε for sampleable slots; a repeated slot keeps its last δ."""
+    def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Sets the raw priorities (positive, finite) of sampleable slots; a repeated slot keeps
+        its last one."""
         indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-        priorities = priorities_from_td_errors(
-            td_errors, self.priority_epsilon, self.td_error_clip
-        ).reshape(-1)
+        priorities = np.ascontiguousarray(priorities, dtype=np.float64).reshape(-1)
         if indices.shape != priorities.shape:
-            raise ValueError(f"{indices.size} indices but {priorities.size} TD errors")
+            raise ValueError(f"{indices.size} indices but {priorities.size} priorities")
         tree = self._tree
         status, largest = _store_priorities(
             self._raw,
@@ -164,7 +156,6 @@ class ProportionalSampler:
         return {
             "capacity": self._tree.capacity,
             "priority_exponent": self.priority_exponent,
-            "priority_epsilon": self.priority_epsilon,
             "raw_priorities": self._raw.copy(),
             **{f"tree_{name}": array for name, array in self._tree.state_dict().items()},
             "max_priority": self._max_priority,
@@ -177,7 +168,6 @@ class ProportionalSampler:
                 f"state has capacity {state['capacity']}, sampler has {self._tree.capacity}"
             )
         self.priority_exponent = float(state["priority_exponent"])
-        self.priority_epsilon = float(state["priority_epsilon"])
         self._raw[:] = state["raw_priorities"]
         self._tree.load_state_dict(
             {name: state[f"tree_{name}"] for name in ("leaves", "block_sums", "block_mins")}

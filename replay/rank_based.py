@@ -5,7 +5,6 @@ Section 3.3 and Appendix B.2.1). The class docstring says exactly what is approx
 import numpy as np
 
 from replay.binary_heap import heap_insert, heap_remove, heap_update
-from replay.priorities import priorities_from_td_errors
 from replay.rank_segments import (
     draw_in_segments,
     equal_probability_segments,
@@ -42,10 +41,11 @@ class RankBasedSampler:
     """Draws slots with P(rank) ∝ rank^−α, the paper's rank-based prioritization, implemented
     as the paper did it (Appendix B.2.1). Read this before trusting a number it returns.
 
-    Priorities. The raw priority p = min(|δ|, clip) + ε (`priorities_from_td_errors`) only orders
-    transitions; α (`priority_exponent`) enters once, in the rank distribution. A new
-    transition gets the largest raw priority ever written (1 at first, Algorithm 1), and with
-    ties rising it goes to the top of the heap: a new transition enters at rank 1.
+    Priorities. The raw priority p the replay buffer computes from the learner's output
+    (`replay.priority_signals`, e.g. min(|δ|, clip) + ε) only orders transitions; α
+    (`priority_exponent`) enters once, in the rank distribution. A new transition gets the
+    largest raw priority ever written (1 at first, Algorithm 1), and with ties rising it goes
+    to the top of the heap: a new transition enters at rank 1.
 
     Heap as an approximately sorted array. Transitions live in an array-based binary max-heap
     keyed on raw priority, with a slot → heap-position map, so add, remove (swap with the last
@@ -97,14 +97,10 @@ class RankBasedSampler:
         rng: np.random.Generator,
         *,
         priority_exponent: float = 0.7,
-        priority_epsilon: float = 0.01,
-        td_error_clip: float = 1.0,
         resort_period: int = 1_000_000,
     ):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
-        if not priority_epsilon >= 0.0:
-            raise ValueError(f"priority_epsilon must be >= 0, got {priority_epsilon}")
         if resort_period < 1:
             raise ValueError(f"resort_period must be at least 1, got {resort_period}")
         self._rng = rng
@@ -115,8 +111,6 @@ class RankBasedSampler:
         self._max_priority = 1.0
         self._adds_since_resort = 0
         self._last_batch_size = 0
-        self.priority_epsilon = float(priority_epsilon)
-        self.td_error_clip = float(td_error_clip)  # the learner's clip (`agent.td_error_clip`)
         self.resort_period = int(resort_period)
         self.set_priority_exponent(priority_exponent)
 
@@ -124,9 +118,7 @@ class RankBasedSampler:
         """Makes a slot sampleable as a new transition: maximal raw priority, rank 1."""
         if self._member(index):
             raise ValueError(f"slot {index} is already sampleable")
-        heap_insert(
-            self._keys, self._slots, self._positions, self._size, index, self._max_priority
-        )
+        heap_insert(self._keys, self._slots, self._positions, self._size, index, self._max_priority)
         self._size += 1
         self._adds_since_resort += 1
         if self._adds_since_resort >= self.resort_period:
@@ -155,15 +147,13 @@ class RankBasedSampler:
         )
         return slots, probabilities
 
-    def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Re-keys sampleable slots with p = min(|δ|, clip) + ε; a repeated slot keeps its
-        last δ."""
+    def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Re-keys sampleable slots with their raw priorities (finite, >= 0); a repeated slot
+        keeps its last one."""
         indices = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-        priorities = priorities_from_td_errors(
-            td_errors, self.priority_epsilon, self.td_error_clip
-        ).reshape(-1)
+        priorities = np.ascontiguousarray(priorities, dtype=np.float64).reshape(-1)
         if indices.shape != priorities.shape:
-            raise ValueError(f"{indices.size} indices but {priorities.size} TD errors")
+            raise ValueError(f"{indices.size} indices but {priorities.size} priorities")
         status, largest = heap_update(
             self._keys, self._slots, self._positions, self._size, indices, priorities
         )
@@ -229,7 +219,6 @@ class RankBasedSampler:
         state = {
             "capacity": self._keys.shape[0],
             "priority_exponent": self.priority_exponent,
-            "priority_epsilon": self.priority_epsilon,
             "resort_period": self.resort_period,
         }
         for key, attribute in _STATE_ATTRIBUTES.items():
@@ -243,7 +232,6 @@ class RankBasedSampler:
                 f"state has capacity {state['capacity']}, sampler has {self._keys.shape[0]}"
             )
         self.set_priority_exponent(float(state["priority_exponent"]))  # retabulates the CDF
-        self.priority_epsilon = float(state["priority_epsilon"])
         self.resort_period = int(state["resort_period"])
         for key, attribute in _STATE_ATTRIBUTES.items():
             current = getattr(self, attribute)

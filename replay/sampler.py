@@ -12,6 +12,11 @@ class Sampler(Protocol):
     a sampler only ever returns slots currently added, so nothing downstream rejects or
     resamples. `sample` returns the slots and the probability with which each was drawn under
     the sampler's own distribution, which is what the importance weights need.
+
+    `update` receives RAW priorities p > 0, finite (the replay buffer turns the learner's
+    output into them with the configured `replay.priority_signals` signal; α is the sampler's
+    own business). `max_priority` is the largest raw priority ever passed to `update`, 1 before
+    any: what a new slot gets.
     """
 
     def add(self, index: int) -> None: ...
@@ -20,7 +25,7 @@ class Sampler(Protocol):
 
     def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None: ...
+    def update(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
 
     def min_probability(self) -> float: ...
 
@@ -75,8 +80,8 @@ class UniformSampler:
         indices = self._members[self._rng.integers(0, self._size, size=batch_size)]
         return indices, np.full(batch_size, 1.0 / self._size)
 
-    def update(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
-        """Uniform replay ignores TD errors."""
+    def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """Uniform replay ignores priorities."""
 
     def min_probability(self) -> float:
         return 1.0 / self._size

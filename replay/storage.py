@@ -1,8 +1,12 @@
-"""Replay memory that stores every Atari frame once and rebuilds stacked states on demand."""
+"""The storage protocol (what the replay buffer and the checkpoints need from a memory of
+transitions), and the frame ring: every Atari frame stored once, stacked states rebuilt on
+demand, the oldest transition forgotten first."""
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
+import torch
 
 
 @dataclass
@@ -11,6 +15,53 @@ class SlotChanges:
 
     entered: list[int] = field(default_factory=list)
     left: list[int] = field(default_factory=list)
+
+
+class Storage(Protocol):
+    """Stores transitions in `capacity` slots and decides which slots are sampleable and which
+    transition is forgotten when the memory is full.
+
+    The loop writes episodes as `start_episode(first frame)` followed by one
+    `add(action, reward, terminal, next frame)` per step; `terminal` means "do not
+    bootstrap" (a life loss included), and a state stacks the last `history_length` frames of
+    its episode, zeros before the episode's first frame. Every write reports the slots that
+    became or stopped being sampleable (`SlotChanges`); `actions`, `rewards`, `terminals` and
+    `sampleable` are per-slot arrays. `prioritize` gives sampled transitions the raw priorities
+    the buffer computed, for a storage that forgets by priority.
+
+    Checkpoints: `frames` (a slot per row of its first axis) is copied to disk apart from
+    `state_dict`, and only the rows that may have changed: every slot written since
+    `frames_written` was s lies in ring positions s, s + 1, …, frames_written − 1 (mod
+    capacity).
+    """
+
+    capacity: int
+    history_length: int
+    frame_shape: tuple[int, ...]
+    frames: np.ndarray
+    frames_written: int
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminals: np.ndarray
+    sampleable: np.ndarray
+    num_sampleable: int
+
+    @staticmethod
+    def frames_per_slot(history_length: int) -> int: ...
+
+    def start_episode(self, frame: np.ndarray) -> SlotChanges: ...
+
+    def add(
+        self, action: int, reward: float, terminal: bool, next_frame: np.ndarray
+    ) -> SlotChanges: ...
+
+    def gather_transitions(self, indices: np.ndarray, out: np.ndarray) -> np.ndarray: ...
+
+    def prioritize(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class FrameStorage:
@@ -34,9 +85,17 @@ class FrameStorage:
     the frames they would lose are zero padding anyway. The storage alone maintains this set
     and reports each change as a `SlotChanges`, so samplers never draw an invalid slot and
     never resample.
+
+    Forgetting is first in, first out, whatever the priorities; `frames_written` counts the
+    frames written, in ring order.
+
+    `device` (a torch device, or None): keep a copy of the ring there too (`replay.device`), so
+    that batches are gathered where the learner runs, with no per-update copy of the states
+    (`gather_transitions` then fills a tensor on it). `frames` on the host stays the record
+    that checkpoints copy; every write goes to both, and `load_state_dict` refreshes the copy.
     """
 
-    def __init__(self, capacity: int, history_length: int = 4, frame_shape=(84, 84)):
+    def __init__(self, capacity: int, history_length: int = 4, frame_shape=(84, 84), device=None):
         if capacity < history_length + 2:
             raise ValueError(
                 f"replay.capacity={capacity} must be at least history_length + 2 = "
@@ -46,6 +105,12 @@ class FrameStorage:
         self.history_length = history_length
         self.frame_shape = tuple(frame_shape)
         self.frames = np.zeros((capacity, *self.frame_shape), dtype=np.uint8)
+        self.device = None if device is None else torch.device(device)
+        self.device_frames = (
+            None
+            if device is None
+            else torch.zeros(self.frames.shape, dtype=torch.uint8, device=self.device)
+        )
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminals = np.zeros(capacity, dtype=np.float32)
@@ -57,6 +122,10 @@ class FrameStorage:
         self._awaiting_action = False
         # Offsets from a state's newest slot to each of its frames, oldest first.
         self._history_offsets = np.arange(-(history_length - 1), 1)
+
+    @staticmethod
+    def frames_per_slot(history_length: int) -> int:
+        return 1
 
     def start_episode(self, frame: np.ndarray) -> SlotChanges:
         """Write the first frame of a new episode; the previous episode's last frame keeps no
@@ -90,6 +159,8 @@ class FrameStorage:
                 self.num_sampleable -= 1
                 changes.left.append(slot)
         self.frames[self.cursor] = frame
+        if self.device_frames is not None:
+            self.device_frames[self.cursor].copy_(torch.from_numpy(self.frames[self.cursor]))
         self.episode_starts[self.cursor] = episode_start
         self.cursor = (self.cursor + 1) % self.capacity
         self.frames_written += 1
@@ -116,17 +187,37 @@ class FrameStorage:
         self.frames_written = int(state["frames_written"])
         self.num_sampleable = int(state["num_sampleable"])
         self._awaiting_action = bool(state["awaiting_action"])
+        if self.device_frames is not None:  # the caller has filled `frames` by now
+            self.device_frames.copy_(torch.from_numpy(self.frames))
 
-    def gather_states(self, newest_slots: np.ndarray, out: np.ndarray) -> np.ndarray:
-        """Fill `out` (len(newest_slots), h, *frame_shape) with the states ending at the slots.
+    def prioritize(self, indices: np.ndarray, priorities: np.ndarray) -> None:
+        """The ring forgets its oldest transition: priorities do not matter here."""
+
+    def gather_transitions(self, indices: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """Fill `out` (2B, h, *frame_shape) with the states of the B transitions at `indices`
+        and then their next states, which end one slot later."""
+        return self.gather_states(np.concatenate((indices, (indices + 1) % self.capacity)), out)
+
+    def gather_states(self, newest_slots: np.ndarray, out):
+        """Fill `out` (len(newest_slots), h, *frame_shape) with the states ending at the slots:
+        a numpy array, or with `device` a uint8 tensor there (the same index arithmetic, on the
+        host; only the frames are read on the device).
 
         Writes into the caller's preallocated array: fresh megabyte-sized arrays on every
         batch cost several times the gather itself in page faults.
         """
         slots = (newest_slots[:, None] + self._history_offsets) % self.capacity
-        np.take(self.frames, slots, axis=0, out=out)
         starts = self.episode_starts[slots]
         # A frame is zero when an episode starts at any later position of the same stack.
         start_at_or_after = np.logical_or.accumulate(starts[:, ::-1], axis=1)[:, ::-1]
-        out[:, :-1][start_at_or_after[:, 1:]] = 0
+        zeroed = start_at_or_after[:, 1:]
+        if isinstance(out, np.ndarray):
+            np.take(self.frames, slots, axis=0, out=out)
+            out[:, :-1][zeroed] = 0
+            return out
+        index = torch.from_numpy(slots.reshape(-1)).to(self.device)
+        torch.index_select(self.device_frames, 0, index, out=out.view(-1, *self.frame_shape))
+        # masked_fill_, not boolean indexing: no device-to-host synchronization.
+        mask = torch.from_numpy(np.ascontiguousarray(zeroed[:, :, None, None])).to(self.device)
+        out[:, :-1].masked_fill_(mask, 0)
         return out

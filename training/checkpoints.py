@@ -7,6 +7,10 @@ checkpoint brings the copy of the oldest one up to date by writing only the slot
 that copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight
 from the live array (no second in-memory copy): with the paper's settings (1M slots, a
 checkpoint every 250k steps, keep 2) about half of the 7 GB per checkpoint, never a RAM copy.
+The slots written since are found by ring order: every slot written since `frames_written` was
+s lies in ring positions s … frames_written − 1 (`replay.storage.Storage`); a storage that
+writes anywhere (forgetting by priority) advances the count past each slot it writes, and its
+checkpoints are then in effect full copies.
 
 Invariants that make it crash-safe:
 - a state file exists only complete: written to a temporary name, fsynced, renamed;

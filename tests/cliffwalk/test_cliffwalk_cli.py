@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from cliffwalk.__main__ import main
-from cliffwalk.experiment import RunResult, read_results, summarize
+from cliffwalk.__main__ import COMPARISONS, main
+from cliffwalk.experiment import RunResult, paired_table, read_results, summarize
 from cliffwalk.plots import markdown_table
 
 
@@ -79,3 +79,59 @@ def test_bad_arguments_are_one_line_and_write_nothing(tmp_path, capsys, argument
     assert stop.value.code == 2
     assert capsys.readouterr().err == line.format(tmp=tmp_path) + "\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+@pytest.mark.parametrize(
+    ("comparison", "arguments", "variants", "figures"),
+    [
+        (
+            "signals",
+            ["--max-n", "3"],
+            2 * 8,  # uniform, oracle and 3 signals × 2 samplers, per representation
+            [
+                f"signals_{r}_{s}.png"
+                for r in ("tabular", "linear")
+                for s in ("proportional", "rank_based")
+            ],
+        ),
+        (
+            "streaming",
+            ["--min-n", "3", "--max-n", "4"],
+            2 * 4,  # uniform and proportional × FIFO and lowest priority, per representation
+            ["streaming_tabular.png", "streaming_linear.png"],
+        ),
+    ],
+)
+def test_cli_comparisons_write_their_own_csv_summary_and_figures(
+    tmp_path, comparison, arguments, variants, figures
+):
+    main(
+        ["--compare", comparison, *arguments, "--seeds", "1", "--jobs", "1", "--out", str(tmp_path)]
+    )
+    results = read_results(tmp_path / f"{comparison}.csv", COMPARISONS[comparison].result)
+    assert len(results) == variants * 2  # × two values of n
+    for name in figures:
+        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG")
+    summary = (tmp_path / f"{comparison}_summary.md").read_text()
+    assert "between replays" in summary or "forget lowest \\|δ\\|" in summary
+    assert not (tmp_path / "cliffwalk.csv").exists()
+    (tmp_path / figures[0]).unlink()
+    main(["--compare", comparison, "--replot", "--out", str(tmp_path)])
+    assert (tmp_path / figures[0]).exists()
+
+
+def test_paired_table_compares_runs_of_one_seed():
+    results = [
+        result("uniform", 0, 100),
+        result("oracle", 0, 50),
+        result("uniform", 1, 80),
+        result("oracle", 1, 80),
+        result("uniform", 2, 60),
+        result("oracle", 2, 120),
+        result("uniform", 3, 10, "capped"),
+        result("oracle", 3, 40),
+    ]
+    table = paired_table(results, "Oracle", {"oracle vs uniform": ("uniform", "oracle")})
+    # Oracle fewer in seeds 0 and 3 (a capped run counts as ∞), as many in seed 1; ratios
+    # 2, 1, 0.5, ∞ have the median 1.5.
+    assert "| linear | 5 | 2/4 (1 equal), 1.50× |" in table

@@ -90,3 +90,26 @@ def test_uniform_replay_learns_the_true_values(has_bias):
     indices = np.random.default_rng(0).integers(0, len(q.memory), 200_000)
     assert q.replay_sequence(indices, tolerance=1e-8) is not None
     np.testing.assert_allclose(q.q_values(), true_q_values(4), atol=3e-4)
+
+
+@pytest.mark.parametrize(
+    ("has_bias", "n", "theta", "pair", "expected_delta", "expected_norm"),
+    [
+        # n = 3, γ = 2/3, state 0, right action 0 -> state 1 (best Q 0.4): δ = 1/6, and only
+        # the pair's weight moves, by η δ = 1/24.
+        (False, 3, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 0, 1 / 6, 1 / 24),
+        # n = 2, γ = 1/2, Q = w + b: δ = 0.175 − 0.15 = 0.025 moves the pair weight and the
+        # action bias by η δ each: ‖Δθ‖ = √2 · 0.00625.
+        (True, 2, [0.1, 0.2, 0.3, 0.4, 0.05, -0.05], 0, 0.025, 2**0.5 * 0.00625),
+    ],
+)
+def test_parameter_change_norm_by_hand(has_bias, n, theta, pair, expected_delta, expected_norm):
+    q = learner(n, has_bias)
+    q.theta[:] = theta
+    index = index_of(q.memory, pair)
+    before = q.theta.copy()
+    delta, _ = q.update(index)
+    assert delta == pytest.approx(expected_delta, rel=1e-12)
+    assert np.linalg.norm(q.theta - before) == pytest.approx(expected_norm, rel=1e-12)
+    norms = q.parameter_change_norms(np.array([index]), np.array([delta]))
+    np.testing.assert_allclose(norms, [expected_norm], rtol=1e-12)

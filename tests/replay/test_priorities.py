@@ -5,20 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from replay.priorities import importance_weights, priorities_from_td_errors
-
-
-def test_priority_is_clipped_absolute_error_plus_epsilon():
-    td_errors = np.array([0.0, 0.5, -0.5, 1.0, -3.0, 250.0], dtype=np.float32)
-    priorities = priorities_from_td_errors(td_errors, priority_epsilon=0.01)
-    np.testing.assert_allclose(priorities, [0.01, 0.51, 0.51, 1.01, 1.01, 1.01], rtol=1e-7)
-    assert priorities.dtype == np.float64
-
-
-def test_priority_leaves_its_input_alone():
-    td_errors = np.array([-2.0, 0.25])
-    priorities_from_td_errors(td_errors, priority_epsilon=0.01)
-    np.testing.assert_array_equal(td_errors, [-2.0, 0.25])
+from replay.priorities import importance_weights
 
 
 def test_batch_normalized_weights_by_hand():
@@ -70,17 +57,3 @@ def test_buffer_normalization_needs_min_probability():
 def test_unknown_normalization_is_refused():
     with pytest.raises(ValueError, match="normalization"):
         importance_weights(np.array([0.5, 0.5]), 0.5, "global")
-
-
-@pytest.mark.parametrize("kind", ["proportional", "rank_based"])
-def test_samplers_clip_td_errors_with_the_learners_clip(kind):
-    from replay.proportional import ProportionalSampler
-    from replay.rank_based import RankBasedSampler
-
-    sampler_class = {"proportional": ProportionalSampler, "rank_based": RankBasedSampler}[kind]
-    sampler = sampler_class(4, np.random.default_rng(0), td_error_clip=2.0)
-    for slot in range(3):
-        sampler.add(slot)
-    sampler.update(np.arange(3), np.array([-5.0, 1.5, 0.25]))
-    assert sorted(sampler.priorities()) == pytest.approx([0.26, 1.51, 2.01])
-    assert sampler.max_priority == pytest.approx(2.01)

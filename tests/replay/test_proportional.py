@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import chisquare
 
+from replay.priority_signals import td_error_priorities
 from replay.proportional import ProportionalSampler
 from replay.sum_tree import SumTree
 
@@ -37,10 +38,11 @@ def assert_tree_consistent(tree: SumTree):
 
 
 def filled(capacity, td_errors, seed=0, **options):
+    """Slots 0.. with the paper's priorities min(|δ|, 1) + 0.01 of `td_errors`."""
     sampler = ProportionalSampler(capacity, np.random.default_rng(seed), **options)
     for slot in range(len(td_errors)):
         sampler.add(slot)
-    sampler.update(np.arange(len(td_errors)), np.asarray(td_errors))
+    sampler.update(np.arange(len(td_errors)), td_error_priorities(np.asarray(td_errors), 0.01))
     return sampler
 
 
@@ -58,7 +60,7 @@ def test_root_stays_exact_over_ten_million_batched_updates():
 
 def test_duplicate_indices_in_one_update_keep_the_last_and_the_tree_consistent():
     sampler = filled(8, np.zeros(8), priority_exponent=1.0)
-    sampler.update(np.array([3, 3, 5, 3]), np.array([0.1, 0.2, 0.3, 0.4]))
+    sampler.update(np.array([3, 3, 5, 3]), np.array([0.11, 0.21, 0.31, 0.41]))
     raw = sampler.state_dict()["raw_priorities"]
     np.testing.assert_allclose(raw[[3, 5]], [0.41, 0.31])
     assert_tree_consistent(sampler._tree)
@@ -138,7 +140,7 @@ def test_right_edge_sampling_gives_finite_weights_when_slots_past_size_are_empty
     sampler = ProportionalSampler(1000, FixedUniforms(np.nextafter(1.0, 0.0)))
     for slot in range(600):
         sampler.add(slot)
-    sampler.update(np.arange(600), np.r_[np.ones(5), np.zeros(595)])
+    sampler.update(np.arange(600), np.r_[np.full(5, 1.01), np.full(595, 0.01)])
     indices, probabilities = sampler.sample(32)
     assert (indices < 600).all() and (probabilities > 0).all()
     assert indices[-1] == 599  # the last stratum's right edge is the last sampleable slot
@@ -183,6 +185,8 @@ def test_stale_or_bad_updates_are_refused_without_writing():
         sampler.update(np.array([0, -1]), np.array([1.0, 1.0]))
     with pytest.raises(ValueError):
         sampler.update(np.array([0, 1]), np.array([1.0, np.nan]))
+    with pytest.raises(ValueError):
+        sampler.update(np.array([0, 1]), np.array([1.0, 0.0]))  # a zero leaf is an empty slot
     for name, array in sampler.state_dict().items():
         np.testing.assert_array_equal(array, before[name])
 
@@ -191,7 +195,7 @@ OPERATIONS = st.lists(
     st.tuples(
         st.sampled_from(["add", "remove", "update", "alpha"]),
         st.integers(0, 20),
-        st.floats(-3, 3, allow_nan=False),
+        st.floats(0.01, 3, allow_nan=False),
     ),
     max_size=60,
 )
@@ -211,10 +215,10 @@ def test_matches_a_naive_model(operations):
             del model[slot]
         elif name == "update" and slot in model:
             sampler.update(np.array([slot]), np.array([value]))
-            model[slot] = min(abs(value), 1.0) + 0.01
+            model[slot] = value
             max_priority = max(max_priority, model[slot])
         elif name == "alpha":
-            alpha = abs(value) / 3
+            alpha = value / 3
             sampler.set_priority_exponent(alpha)
         assert len(sampler) == len(model) and sampler.max_priority == max_priority
         if not model:

@@ -1,10 +1,15 @@
-"""The `Sampler` contract of replay/sampler.py, checked on every sampler."""
+"""The `Sampler` contract of replay/sampler.py, checked on every sampler, and with every
+storage behind a replay buffer."""
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from replay.buffer import ReplayBuffer
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
+from replay.registry import STORAGES
 from replay.sampler import UniformSampler
 
 FACTORIES = {
@@ -68,7 +73,7 @@ def test_only_added_slots_are_returned_under_random_add_remove_update(kind):
         np.testing.assert_allclose(
             probabilities, stated_probabilities(sampler, indices, batch_size), rtol=1e-9
         )
-        sampler.update(indices, rng.normal(size=batch_size) * 2)
+        sampler.update(indices, rng.uniform(0.01, 2.0, size=batch_size))
         assert len(sampler) == len(members)
 
 
@@ -122,14 +127,14 @@ def test_the_last_slot_can_be_drawn(kind):
 
 @pytest.mark.parametrize("kind", PRIORITIZED)
 def test_new_slots_get_the_raw_max_priority_and_alpha_once(kind):
-    # ε = 3 keeps the numbers away from 1: δ = 1 gives p = 4, raised to α = ½ it is 2.
+    # p = 4 raised to α = ½ is 2.
     cls = ProportionalSampler if kind == "proportional" else RankBasedSampler
-    sampler = cls(8, np.random.default_rng(0), priority_exponent=0.5, priority_epsilon=3.0)
+    sampler = cls(8, np.random.default_rng(0), priority_exponent=0.5)
     sampler.add(0)
     sampler.add(1)
     assert sampler.max_priority == 1.0  # p1 = 1 (Algorithm 1)
     np.testing.assert_array_equal(np.sort(sampler.priorities()), [1.0, 1.0])
-    sampler.update(np.array([0]), np.array([-1.0]))
+    sampler.update(np.array([0]), np.array([4.0]))
     sampler.add(2)
     assert sampler.max_priority == 4.0  # raw, not 4^½ = 2 nor 4^¼
     np.testing.assert_array_equal(np.sort(sampler.priorities()), [1.0, 4.0, 4.0])
@@ -144,23 +149,21 @@ def test_new_slots_get_the_raw_max_priority_and_alpha_once(kind):
 def test_max_priority_is_a_running_max_that_never_decreases(kind):
     sampler = make(kind, 8)
     sampler.add(0)
-    sampler.update(np.array([0]), np.array([5.0]))  # clipped: 1 + 0.01
-    sampler.update(np.array([0]), np.array([0.0]))
+    sampler.update(np.array([0]), np.array([1.5]))
+    sampler.update(np.array([0]), np.array([0.01]))
     sampler.remove(0)
-    assert sampler.max_priority == pytest.approx(1.01)
+    assert sampler.max_priority == 1.5
     sampler.add(0)
-    np.testing.assert_allclose(sampler.priorities(), [1.01])
+    np.testing.assert_array_equal(sampler.priorities(), [1.5])
 
 
 def test_proportional_draw_j_lies_in_slice_j_by_hand():
-    # α = 1, ε = 1: δ = (0, 0, 1, 1) gives leaves (1, 1, 2, 2), total 6, cumulative intervals
+    # α = 1: priorities (1, 1, 2, 2) are the leaves, total 6, cumulative intervals
     # [0,1) [1,2) [2,4) [4,6); two slices [0,3) and [3,6).
-    sampler = ProportionalSampler(
-        4, FixedUniforms([0.5, 0.0]), priority_exponent=1.0, priority_epsilon=1.0
-    )
+    sampler = ProportionalSampler(4, FixedUniforms([0.5, 0.0]), priority_exponent=1.0)
     for slot in range(4):
         sampler.add(slot)
-    sampler.update(np.arange(4), np.array([0.0, 0.0, 1.0, -1.0]))
+    sampler.update(np.arange(4), np.array([1.0, 1.0, 2.0, 2.0]))
     indices, probabilities = sampler.sample(2)  # targets 1.5 and 3.0
     np.testing.assert_array_equal(indices, [1, 2])
     np.testing.assert_allclose(probabilities, [1 / 6, 2 / 6])
@@ -173,7 +176,7 @@ def test_proportional_draws_are_stratified_over_the_cumulative_total():
     sampler = ProportionalSampler(200, rng)
     for slot in range(200):
         sampler.add(slot)
-    sampler.update(np.arange(200), rng.pareto(1.5, size=200) * 0.05)
+    sampler.update(np.arange(200), rng.pareto(1.5, size=200) * 0.05 + 0.01)
     leaves = sampler.probabilities_of(np.arange(200))
     interval_ends = np.cumsum(leaves)
     for _ in range(200):
@@ -188,7 +191,7 @@ def test_rank_based_draw_j_lies_in_segment_j():
     sampler = RankBasedSampler(500, rng)
     for slot in range(500):
         sampler.add(slot)
-    sampler.update(np.arange(500), rng.normal(size=500))
+    sampler.update(np.arange(500), rng.uniform(0.01, 1.01, size=500))
     for batch_size in (1, 7, 32):
         starts, ends = sampler.segment_bounds(batch_size)
         for _ in range(50):
@@ -216,7 +219,7 @@ def test_min_probability_is_the_smallest_stated_probability(kind):
     for slot in range(0, 300, 2):
         sampler.add(slot)
     indices, _ = sampler.sample(32)
-    sampler.update(indices, rng.normal(size=32))
+    sampler.update(indices, rng.uniform(0.01, 1.01, size=32))
     sampler.sample(32)
     members = np.arange(0, 300, 2)
     smallest = stated_probabilities(sampler, members, 32).min()
@@ -230,7 +233,7 @@ def test_state_round_trip_continues_identically(kind):
     original = make(kind, 60, seed=22)
     for slot in range(50):
         original.add(slot)
-    original.update(np.arange(50), rng.normal(size=50))
+    original.update(np.arange(50), rng.uniform(0.01, 1.01, size=50))
     original.sample(8)
     restored = make(kind, 60, seed=999)
     restored.load_state_dict(original.state_dict())
@@ -240,9 +243,41 @@ def test_state_round_trip_continues_identically(kind):
         b, pb = restored.sample(16)
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(pa, pb)
-        errors = rng.normal(size=16)
-        original.update(a, errors)
-        restored.update(b, errors)
+        priorities = rng.uniform(0.01, 1.01, size=16)
+        original.update(a, priorities)
+        restored.update(b, priorities)
         for sampler in (original, restored):
             sampler.remove(step) if step < 45 else sampler.add(step)
     assert original.min_probability() == restored.min_probability()
+
+
+def members(sampler) -> np.ndarray:
+    """The slots a sampler holds, sorted, read from its state."""
+    state = sampler.state_dict()
+    if isinstance(sampler, UniformSampler):
+        return np.sort(state["members"][: state["size"]])
+    if isinstance(sampler, ProportionalSampler):
+        return np.flatnonzero(state["raw_priorities"] > 0)
+    return np.sort(state["heap_slots"][: state["size"]])
+
+
+@pytest.mark.parametrize("eviction", list(STORAGES))
+def test_behind_a_buffer_the_sampler_holds_exactly_the_storages_sampleable_slots(kind, eviction):
+    """Random episodes (game overs, lost lives, truncations) into a small memory that fills
+    and forgets many times over, with a batch learned from every fourth step."""
+    capacity, rng = 24, np.random.default_rng(7)
+    storage = STORAGES[eviction](capacity, history_length=4, frame_shape=(1, 1))
+    buffer = ReplayBuffer(storage, make(kind, capacity), batch_size=8, priority_epsilon=0.01)
+    buffer.start_episode(np.ones((1, 1), dtype=np.uint8))
+    for step in range(600):
+        next_frame = np.full((1, 1), step % 251, dtype=np.uint8)
+        if rng.random() < 0.1:
+            buffer.start_episode(next_frame)
+        else:
+            buffer.add(int(rng.integers(4)), 0.0, bool(rng.random() < 0.1), next_frame)
+        np.testing.assert_array_equal(members(buffer.sampler), np.flatnonzero(storage.sampleable))
+        if step % 4 == 0 and len(buffer):
+            batch = buffer.sample(0.5)
+            assert storage.sampleable[batch.indices].all()
+            errors = rng.normal(size=8).astype(np.float32)
+            buffer.update_priorities(batch.indices, SimpleNamespace(td_errors=errors))

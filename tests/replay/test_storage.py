@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 from envs.frame_stack import FrameStack
 from replay.storage import FrameStorage
@@ -71,10 +72,10 @@ def test_overwritten_slots_leave_the_sampleable_set():
     np.testing.assert_array_equal(stacks(storage, [7, 0]), [[5, 6, 7, 8], [6, 7, 8, 9]])
 
 
-def reference_run(capacity: int, steps: int, seed: int):
+def reference_run(capacity: int, steps: int, seed: int, device=None):
     """Drive a storage with random episodes and keep a naive full history beside it."""
     rng = np.random.default_rng(seed)
-    storage = FrameStorage(capacity=capacity, history_length=H, frame_shape=(1, 1))
+    storage = FrameStorage(capacity=capacity, history_length=H, frame_shape=(1, 1), device=device)
     history = []  # per frame written: (value, episode id, has action)
     episode, value = 0, 1
     storage.start_episode(frame(value))
@@ -146,3 +147,22 @@ def test_add_before_any_episode_is_an_error():
     storage = FrameStorage(capacity=10, history_length=H, frame_shape=(1, 1))
     with pytest.raises(RuntimeError, match="before start_episode"):
         storage.add(0, 0.0, False, frame(1))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_copy_of_the_ring_on_the_learners_device_gathers_the_same_states(seed):
+    """`replay.device`: the frames also live where the learner runs, and states gathered there
+    are the host's, episode starts and wrap-around included; a restored storage refreshes its
+    copy. (A CPU tensor stands in for the GPU: the same torch code path.)"""
+    host, _ = reference_run(64, 300, seed)
+    mirrored, _ = reference_run(64, 300, seed, device="cpu")
+    slots = np.flatnonzero(host.sampleable)
+    expected = stacks(host, slots)
+    assert (expected == 0).any() and (expected != 0).any()
+    out = torch.empty((len(slots), H, 1, 1), dtype=torch.uint8)
+    np.testing.assert_array_equal(mirrored.gather_states(slots, out)[:, :, 0, 0].numpy(), expected)
+    restored = FrameStorage(64, H, (1, 1), device="cpu")
+    restored.frames[:] = host.frames  # as the checkpoint store fills it, before the state
+    restored.load_state_dict(host.state_dict())
+    out.zero_()
+    np.testing.assert_array_equal(restored.gather_states(slots, out)[:, :, 0, 0].numpy(), expected)

@@ -1,0 +1,81 @@
+"""Learning-progress signals that become raw priorities p (before the exponent α): the paper's
+|δ| and two more measures of expected learning progress its authors' patent names (the change
+of |δ| between replays, and the norm of the parameter change a transition induces).
+
+Each signal is a pure function registered by its config name (`replay.priority_signal`) in
+`PRIORITY_SIGNALS`. Its argument names say what it reads, and the replay buffer passes them
+by name: `td_errors` (the learner's raw δ, float (B,)), `previous_td_errors` (each
+transition's δ of its previous replay, NaN if it was never replayed before), and
+`parameter_change_norms` (the learner's per-transition norms, `agents.per_sample`), plus the
+settings `priority_epsilon` (ε) and `td_error_clip`. A new signal is one function and one
+line in `PRIORITY_SIGNALS`.
+
+Every signal returns p ≥ ε > 0 (float64), so a transition is never unsampleable, and a new
+transition gets the largest raw priority written so far (1 at first), whatever the signal.
+"""
+
+import inspect
+from collections.abc import Callable
+
+import numpy as np
+
+
+def td_error_priorities(
+    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float = 1.0
+) -> np.ndarray:
+    """p = min(|δ|, clip) + ε, the paper's (Section 3.3).
+
+    The clip is the paper's DQN TD-error clipping to [−1, 1]; ε keeps every transition
+    sampleable once its error has shrunk to zero.
+    """
+    return np.minimum(np.abs(td_errors), td_error_clip).astype(np.float64) + priority_epsilon
+
+
+def td_error_change_priorities(
+    td_errors: np.ndarray,
+    previous_td_errors: np.ndarray,
+    priority_epsilon: float,
+    td_error_clip: float = 1.0,
+) -> np.ndarray:
+    """p = | min(|δ|, clip) − min(|δ_prev|, clip) | + ε: how much the transition's clipped
+    error changed between its previous replay and this one.
+
+    A transition replayed for the first time (δ_prev NaN) counts its previous clipped |δ| as
+    0, so its first priority is the paper's, min(|δ|, clip) + ε: before it was ever learned
+    from, all of its error is still to be learned, and a large first error is what makes the
+    paper replay it again. (Counting the max priority it entered with as its previous |δ|
+    would mix a priority with an error, and rank a large first error below a small one.)
+    """
+    now = np.minimum(np.abs(td_errors), td_error_clip).astype(np.float64)
+    previous = np.minimum(np.abs(previous_td_errors), td_error_clip).astype(np.float64)
+    return np.abs(now - np.nan_to_num(previous, nan=0.0)) + priority_epsilon
+
+
+def parameter_change_priorities(
+    parameter_change_norms: np.ndarray, priority_epsilon: float
+) -> np.ndarray:
+    """p = m + ε for the learner's parameter-change norm m of each transition (what m is, and
+    its scale, is `agents.per_sample.parameter_change_norms`'s docstring)."""
+    return np.asarray(parameter_change_norms, dtype=np.float64) + priority_epsilon
+
+
+PRIORITY_SIGNALS: dict[str, Callable[..., np.ndarray]] = {
+    "td_error": td_error_priorities,
+    "td_error_change": td_error_change_priorities,
+    "parameter_change": parameter_change_priorities,
+}
+
+
+def signal_inputs(name: str) -> tuple[str, ...]:
+    """The argument names of signal `name`: what the buffer must hand it."""
+    if name not in PRIORITY_SIGNALS:
+        raise ValueError(
+            f"replay.priority_signal={name} is not allowed: must be one of "
+            f"{', '.join(PRIORITY_SIGNALS)}"
+        )
+    return tuple(inspect.signature(PRIORITY_SIGNALS[name]).parameters)
+
+
+def needs_parameter_change_norms(name: str) -> bool:
+    """Whether the learner must compute per-transition parameter-change norms for `name`."""
+    return "parameter_change_norms" in signal_inputs(name)

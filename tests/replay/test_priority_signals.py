@@ -1,0 +1,87 @@
+"""The priority signals of replay/priority_signals.py on hand-built cases (ε and the values are
+binary fractions, so every expected priority is exact)."""
+
+import numpy as np
+import pytest
+
+from replay.priority_signals import (
+    PRIORITY_SIGNALS,
+    needs_parameter_change_norms,
+    parameter_change_priorities,
+    signal_inputs,
+    td_error_change_priorities,
+    td_error_priorities,
+)
+
+NEVER = np.nan  # a previous δ of a transition never replayed before
+
+
+def test_td_error_priority_is_clipped_absolute_error_plus_epsilon():
+    td_errors = np.array([0.0, 0.5, -0.5, 1.0, -3.0, 250.0], dtype=np.float32)
+    priorities = td_error_priorities(td_errors, priority_epsilon=0.25)
+    np.testing.assert_array_equal(priorities, [0.25, 0.75, 0.75, 1.25, 1.25, 1.25])
+    assert priorities.dtype == np.float64
+
+
+def test_td_error_priority_uses_the_given_clip():
+    priorities = td_error_priorities(np.array([-5.0, 1.5, 0.25]), 0.25, td_error_clip=2.0)
+    np.testing.assert_array_equal(priorities, [2.25, 1.75, 0.5])
+
+
+def test_td_error_change_is_the_change_of_the_clipped_error_between_replays():
+    td_errors = np.array([0.5, -0.25, 2.0, -0.5, 0.75], dtype=np.float32)
+    previous = np.array([0.25, -1.0, 0.5, 3.0, 0.75], dtype=np.float32)
+    priorities = td_error_change_priorities(td_errors, previous, priority_epsilon=0.125)
+    # |0.5 − 0.25|, |0.25 − 1|, |min(2, 1) − 0.5|, |0.5 − min(3, 1)|, no change: then + ε.
+    np.testing.assert_array_equal(priorities, [0.375, 0.875, 0.625, 0.625, 0.125])
+    assert priorities.dtype == np.float64
+
+
+def test_td_error_change_clips_both_errors_with_the_given_clip():
+    priorities = td_error_change_priorities(
+        np.array([3.0, -1.5]), np.array([1.5, 5.0]), 0.125, td_error_clip=2.0
+    )
+    np.testing.assert_array_equal(priorities, [0.625, 0.625])  # |2 − 1.5|, |1.5 − 2|
+
+
+def test_a_first_replay_counts_its_previous_error_as_zero_the_papers_priority():
+    td_errors = np.array([0.5, -3.0, 0.0, 0.75])
+    previous = np.array([NEVER, NEVER, NEVER, 0.25])
+    priorities = td_error_change_priorities(td_errors, previous, 0.125)
+    np.testing.assert_array_equal(priorities, [0.625, 1.125, 0.125, 0.625])
+    np.testing.assert_array_equal(priorities[:3], td_error_priorities(td_errors[:3], 0.125))
+
+
+def test_parameter_change_priority_is_the_norm_plus_epsilon():
+    priorities = parameter_change_priorities(np.array([0.0, 0.5, 2.0], dtype=np.float32), 0.25)
+    np.testing.assert_array_equal(priorities, [0.25, 0.75, 2.25])
+    assert priorities.dtype == np.float64
+
+
+def test_signals_leave_their_inputs_alone():
+    td_errors, previous = np.array([-2.0, 0.25]), np.array([NEVER, -0.5])
+    td_error_priorities(td_errors, 0.25)
+    td_error_change_priorities(td_errors, previous, 0.25)
+    np.testing.assert_array_equal(td_errors, [-2.0, 0.25])
+    np.testing.assert_array_equal(previous, [NEVER, -0.5])
+
+
+def test_registry_names_each_signal_and_what_it_reads():
+    assert list(PRIORITY_SIGNALS) == ["td_error", "td_error_change", "parameter_change"]
+    assert signal_inputs("td_error") == ("td_errors", "priority_epsilon", "td_error_clip")
+    assert signal_inputs("td_error_change")[:2] == ("td_errors", "previous_td_errors")
+    assert signal_inputs("parameter_change") == ("parameter_change_norms", "priority_epsilon")
+    assert [needs_parameter_change_norms(name) for name in PRIORITY_SIGNALS] == [
+        False,
+        False,
+        True,
+    ]
+
+
+def test_an_unknown_signal_is_a_one_line_error_naming_the_key():
+    with pytest.raises(ValueError) as error:
+        signal_inputs("loss")
+    assert str(error.value) == (
+        "replay.priority_signal=loss is not allowed: must be one of td_error, "
+        "td_error_change, parameter_change"
+    )
