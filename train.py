@@ -25,9 +25,10 @@ from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
-from replay.registry import build_sampler
-from replay.storage import FrameStorage
+from replay.priority_signals import needs_parameter_change_norms
+from replay.registry import build_sampler, build_storage
 from training.checkpoints import CheckpointError, CheckpointStore
+from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
 from training.run_config import (
@@ -62,16 +63,34 @@ def build(cfg: DictConfig) -> Components:
         "evaluation": np.random.default_rng(evaluation_seed),
     }
     env = build_env(cfg.env, seed=int(env_seed))
+    # Runs stored before the priority signal and eviction keys existed: the paper's.
+    signal = cfg.replay.get("priority_signal", "td_error")
     agent = DoubleDQN(
-        env.action_space.n, rng=rngs["agent"], batch_size=cfg.train.batch_size, **cfg.agent
+        env.action_space.n,
+        rng=rngs["agent"],
+        batch_size=cfg.train.batch_size,
+        # Per-sample gradients on every update: only for the signal that reads them.
+        compute_parameter_change_norms=needs_parameter_change_norms(signal),
+        **cfg.agent,
     )
-    storage = FrameStorage(
-        cfg.replay.capacity, cfg.agent.history_length, (cfg.env.screen_size,) * 2
+    replay_device = cfg.replay.get("device", "cpu")  # runs from before the key: the host
+    storage = build_storage(
+        cfg.replay.get("eviction", "fifo"),
+        cfg.replay.capacity,
+        cfg.agent.history_length,
+        (cfg.env.screen_size,) * 2,
+        device=None if replay_device == "cpu" else agent.device,
     )
-    # One TD-error clip for the loss and the priorities.
-    sampler_settings = {**cfg.replay, "td_error_clip": cfg.agent.td_error_clip}
-    sampler = build_sampler(cfg.replay.kind, sampler_settings, rngs["sampler"])
-    replay = ReplayBuffer(storage, sampler, cfg.train.batch_size, cfg.replay.weight_normalization)
+    sampler = build_sampler(cfg.replay.kind, cfg.replay, rngs["sampler"])
+    replay = ReplayBuffer(
+        storage,
+        sampler,
+        cfg.train.batch_size,
+        cfg.replay.weight_normalization,
+        priority_signal=signal,
+        priority_epsilon=cfg.replay.get("priority_epsilon", 0.01),
+        td_error_clip=cfg.agent.td_error_clip,  # one clip for the loss and the priorities
+    )
     frame_stack = FrameStack(cfg.agent.history_length, (cfg.env.screen_size,) * 2)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
 
@@ -137,7 +156,7 @@ def main(cfg: DictConfig) -> None:
     try:
         training.start(checkpoint)
         stopped_by = training.run()
-    except (CheckpointError, LearningDiverged, NonFiniteTDErrors) as error:
+    except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)
     except KeyboardInterrupt:  # a second SIGINT: stop at once, from wherever the loop was
         stopped_by = signal.SIGINT

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from agents.acceleration import CapturedCall, GreedyActions, PinnedStaging
 from agents.networks import NatureQNetwork
 from agents.optimizer import CenteredRMSProp
+from agents.per_sample import parameter_change_norms
 
 _ALLOWED_DEVICES = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
@@ -55,11 +59,14 @@ class Batch(Protocol):
 class LearnStats:
     """td_errors: float32 (B,) RAW unclipped delta = y - Q_online(S, A), computed before the
     update (the replay clips it and turns it into priorities). loss: the minimized weighted
-    Huber loss. mean_q: mean over the batch of Q_online(S, A) before the update."""
+    Huber loss. mean_q: mean over the batch of Q_online(S, A) before the update.
+    parameter_change_norms: float32 (B,) of `agents.per_sample.parameter_change_norms` for
+    this update, or None unless the agent was asked for them."""
 
     td_errors: np.ndarray
     loss: float
     mean_q: float
+    parameter_change_norms: np.ndarray | None = None
 
 
 def weighted_huber_loss(
@@ -87,31 +94,34 @@ def double_q_targets(
     return rewards + discount * (1.0 - terminals) * next_values
 
 
-class PinnedStaging:
-    """Reusable page-locked host buffers for host-to-GPU copies of same-shaped batches.
+class PendingLearn:
+    """An update that has been started. `result()` waits for it and returns its stats; later
+    calls return the same stats. `wait_for_summary` returns the host copy of the update's
+    summary (B TD errors, the loss, the mean Q, then B parameter-change norms when the agent
+    computes them); it is called at most once."""
 
-    `to_device` copies each numpy array into its buffer (a plain CPU copy), then starts an
-    asynchronous copy to `device`. A buffer may be overwritten only after its previous
-    transfer finished; `DoubleDQN.learn` guarantees that by ending with a blocking `.cpu()`
-    on the same stream. Buffers are (re)allocated when the shapes or dtypes change.
-    """
+    def __init__(self, wait_for_summary: Callable[[], np.ndarray], batch_size: int) -> None:
+        self._wait_for_summary, self._batch_size = wait_for_summary, batch_size
+        self._stats: LearnStats | None = None
 
-    def __init__(self, device: torch.device, pin_memory: bool = True) -> None:
-        self.device, self.pin_memory = device, pin_memory
-        self.buffers: list[torch.Tensor] = []
+    @classmethod
+    def finished(cls, stats: LearnStats) -> PendingLearn:
+        """An update already done (one a checkpoint kept in flight)."""
+        pending = cls(lambda: np.empty(0), len(stats.td_errors))
+        pending._stats = stats
+        return pending
 
-    def to_device(self, arrays: Sequence[np.ndarray]) -> list[torch.Tensor]:
-        sources = [torch.from_numpy(array) for array in arrays]
-        layout = [(s.shape, s.dtype) for s in sources]
-        if layout != [(b.shape, b.dtype) for b in self.buffers]:
-            self.buffers = [
-                torch.empty(shape, dtype=dtype, pin_memory=self.pin_memory)
-                for shape, dtype in layout
-            ]
-        return [
-            buffer.copy_(source).to(self.device, non_blocking=True)
-            for buffer, source in zip(self.buffers, sources, strict=True)
-        ]
+    def result(self) -> LearnStats:
+        if self._stats is None:
+            summary, size = self._wait_for_summary(), self._batch_size
+            norms = summary[size + 2 :].copy()
+            self._stats = LearnStats(
+                td_errors=summary[:size].copy(),
+                loss=float(summary[size]),
+                mean_q=float(summary[size + 1]),
+                parameter_change_norms=norms if len(norms) else None,
+            )
+        return self._stats
 
 
 class DoubleDQN:
@@ -122,6 +132,12 @@ class DoubleDQN:
     of randomness: it seeds the network initialisation and draws exploratory actions.
     The target network only changes through `sync_target` (or `load_state_dict`).
     `single_forward` (True on CUDA) picks how `learn` evaluates next states; see `_online_q`.
+
+    At most one update is in flight (`start_learning`); every other method waits for it
+    first, so none ever sees half-updated parameters. `pipelined`: the training run acts
+    (`explore`) with a copy of the online network taken when the update in flight started,
+    so acting overlaps the update (a policy lag of one update); otherwise it acts with the
+    online network, after the update.
     """
 
     def __init__(
@@ -137,6 +153,9 @@ class DoubleDQN:
         rmsprop_epsilon: float = 0.01,
         td_error_clip: float = 1.0,
         batch_size: int = 32,
+        pipelined: bool = False,
+        cuda_graphs: bool = True,
+        compute_parameter_change_norms: bool = False,
     ) -> None:
         if not 0.0 <= discount <= 1.0:
             raise ValueError(f"agent.discount must be in [0, 1], got {discount}")
@@ -144,6 +163,9 @@ class DoubleDQN:
             raise ValueError(f"agent.td_error_clip must be > 0, got {td_error_clip}")
         self.num_actions, self.history_length = num_actions, history_length
         self.discount, self.td_error_clip = discount, td_error_clip
+        # Per-sample gradients cost a second backward pass: only for the priority signal
+        # that reads them (`replay.priority_signal=parameter_change`).
+        self.compute_parameter_change_norms = compute_parameter_change_norms
         self.device = resolve_device(device)
         self._rng = rng
         # Seed a forked torch RNG from `rng` so the initial weights are reproducible without
@@ -153,6 +175,7 @@ class DoubleDQN:
             self.online = NatureQNetwork(num_actions, history_length).to(self.device)
             self.target = NatureQNetwork(num_actions, history_length).to(self.device)
         self.target.requires_grad_(False)
+        self._pending: PendingLearn | None = None
         self.sync_target()
         # `rmsprop_epsilon` is DeepMind's, for a loss summed over the minibatch. Ours is the
         # mean (gradients B times smaller), and ε / B² inside the square root gives exactly
@@ -163,27 +186,120 @@ class DoubleDQN:
             decay=rmsprop_decay,
             epsilon=rmsprop_epsilon / batch_size**2,
         )
-        self._staging = PinnedStaging(self.device) if self.device.type == "cuda" else None
-        self.single_forward = self.device.type == "cuda"  # see _online_q
+        self.pipelined = pipelined
+        self.behaviour = copy.deepcopy(self.online).requires_grad_(False) if pipelined else None
+        cuda = self.device.type == "cuda"
+        self.single_forward = cuda  # see _online_q
+        self._graphs = cuda and cuda_graphs
+        self._update = CapturedCall(self._update_step, enabled=self._graphs)
+        if cuda:
+            torch.backends.cudnn.benchmark = True  # fixed shapes: the fastest kernels win
+            self._staging = PinnedStaging(self.device)
+            self._update_stream = torch.cuda.Stream(self.device)
+            self._summary_host = torch.empty(0, pin_memory=True)
+            self._greedy: dict[int, GreedyActions] = {}
+        elif pipelined:  # the update runs in a thread; torch releases the GIL in its kernels
+            self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="update")
 
     def act(self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None) -> int:
-        """Epsilon-greedy action for a uint8 (history_length, 84, 84) state. Exactly one
-        uniform draw per call decides exploration, so the rng stream does not depend on Q.
-        `rng` defaults to the agent's own; an evaluator passes its own generator so that
-        evaluating never shifts the training stream."""
+        """Epsilon-greedy action of the online network for a uint8 (history_length, 84, 84)
+        state. Exactly one uniform draw per call decides exploration, so the rng stream does
+        not depend on Q. `rng` defaults to the agent's own; an evaluator passes its own
+        generator so that evaluating never shifts the training stream."""
+        self.wait()
+        return self._epsilon_greedy(self.online, state, epsilon, rng)
+
+    def explore(self, state: np.ndarray, epsilon: float) -> int:
+        """The training run's action: `act` with the agent's own stream, from the online
+        network, or in pipelined mode from its copy taken when the update in flight started
+        (the only method that does not wait for that update)."""
+        if self.behaviour is None:
+            return self.act(state, epsilon)
+        return self._epsilon_greedy(self.behaviour, state, epsilon, None)
+
+    def _epsilon_greedy(self, network, state, epsilon: float, rng) -> int:
         rng = self._rng if rng is None else rng
         if rng.random() < epsilon:
             return int(rng.integers(self.num_actions))
+        if self.device.type == "cuda":
+            if id(network) not in self._greedy:
+                self._greedy[id(network)] = GreedyActions(network, self.device, self._graphs)
+            return self._greedy[id(network)](state)
         with torch.inference_mode():
-            frames = torch.from_numpy(state).to(self.device).unsqueeze(0)
-            return int(self.online(frames).argmax(dim=1).item())
+            frames = torch.from_numpy(state).unsqueeze(0)
+            return int(network(frames).argmax(dim=1).item())
 
     def learn(self, batch: Batch) -> LearnStats:
         """One optimizer step on the weighted Huber loss of the Double-Q TD errors."""
-        batch_size = _check_batch(batch, self.history_length)
-        all_states, actions, rewards, terminals, weights = self._to_device(
-            (batch.all_states, batch.actions, batch.rewards, batch.terminals, batch.weights)
-        )
+        return self.start_learning(batch).result()
+
+    def start_learning(self, batch: Batch) -> PendingLearn:
+        """Start `learn`'s update and return at once where the device allows (CUDA, or a
+        pipelined CPU agent); the batch's arrays must stay untouched until it is done."""
+        batch_size = _check_batch(batch, self.history_length, self.device)
+        self.wait()
+        arrays = (batch.actions, batch.rewards, batch.terminals, batch.weights)
+        states = batch.all_states  # a replay on the agent's device hands over a tensor there
+        if isinstance(states, np.ndarray):
+            arrays = (states, *arrays)
+        if self.device.type == "cuda":
+            inputs = self._staging.to_device(arrays)
+            if len(inputs) < 5:
+                inputs = [states, *inputs]
+            self._pending = self._start_on_gpu(inputs, batch_size)
+            return self._pending
+        inputs = [torch.from_numpy(array) for array in arrays]  # zero-copy views
+        if len(inputs) < 5:
+            inputs = [states, *inputs]
+        if self.behaviour is None:
+            summary = self._update(*inputs).numpy()
+            return PendingLearn(lambda: summary, batch_size)
+        self._copy_to_behaviour()
+        future = self._update_thread.submit(lambda: self._update(*inputs).numpy())
+        self._pending = PendingLearn(future.result, batch_size)
+        return self._pending
+
+    def _start_on_gpu(self, inputs: list[torch.Tensor], batch_size: int) -> PendingLearn:
+        """The update runs on its own stream. Acting (the current stream) waits for all of it,
+        or in pipelined mode only for the copy of the parameters it acts with; the summary
+        comes back to page-locked memory without blocking the host."""
+        current, stream = torch.cuda.current_stream(), self._update_stream
+        stream.wait_stream(current)  # the inputs have been copied
+        if self.behaviour is not None:
+            with torch.cuda.stream(stream):
+                self._copy_to_behaviour()
+            current.wait_stream(stream)
+        with torch.cuda.stream(stream):
+            summary = self._update(*inputs)
+            if self._summary_host.shape != summary.shape:
+                self._summary_host = torch.empty(summary.shape, pin_memory=True)
+            host = self._summary_host
+            host.copy_(summary, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+        if self.behaviour is None:
+            current.wait_stream(stream)
+
+        def wait_for_summary() -> np.ndarray:
+            done.synchronize()
+            return host.numpy()
+
+        return PendingLearn(wait_for_summary, batch_size)
+
+    def wait(self) -> None:
+        """Wait for the update in flight, if any (its stats stay with its `PendingLearn`)."""
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+
+    def _copy_to_behaviour(self) -> None:
+        with torch.no_grad():
+            torch._foreach_copy_(list(self.behaviour.parameters()), list(self.online.parameters()))
+
+    def _update_step(self, all_states, actions, rewards, terminals, weights) -> torch.Tensor:
+        """The update on device tensors, synchronizing with the host nowhere (it is what a
+        CUDA graph captures); returns [TD errors, loss, mean Q] in one tensor."""
+        batch_size = actions.shape[0]
         q_states, next_q_online = self._online_q(all_states, batch_size)
         q_taken = q_states.gather(1, actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
@@ -195,15 +311,18 @@ class DoubleDQN:
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        norms = []
+        if self.compute_parameter_change_norms:  # at θ and the statistics before the step
+            states = all_states[:batch_size]
+            clip = self.td_error_clip
+            norms.append(
+                parameter_change_norms(
+                    self.online, self.optimizer, states, actions, targets, weights, clip
+                )
+            )
         self.optimizer.step()
         with torch.no_grad():
-            summary = torch.cat([td_errors, loss.reshape(1), q_taken.mean().reshape(1)])
-        host = summary.cpu().numpy()  # the one device-to-host transfer, also a sync point
-        return LearnStats(
-            td_errors=host[:batch_size].copy(),
-            loss=float(host[batch_size]),
-            mean_q=float(host[batch_size + 1]),
-        )
+            return torch.cat([td_errors, loss.reshape(1), q_taken.mean().reshape(1), *norms])
 
     def _online_q(
         self, all_states: torch.Tensor, batch_size: int
@@ -222,32 +341,38 @@ class DoubleDQN:
         with torch.no_grad():
             return q_states, self.online(all_states[batch_size:])
 
-    def _to_device(self, arrays: Sequence[np.ndarray]) -> list[torch.Tensor]:
-        if self._staging is None:  # CPU: zero-copy views, valid for the duration of learn()
-            return [torch.from_numpy(array) for array in arrays]
-        return self._staging.to_device(arrays)
-
     def sync_target(self) -> None:
         """Hard copy of the online parameters into the target network."""
+        self.wait()
         self.target.load_state_dict(self.online.state_dict())
 
     def state_dict(self) -> dict[str, Any]:
         """Tensors and plain numbers only: loadable with torch.load(weights_only=True)."""
-        return {
+        self.wait()
+        state = {
             "online": self.online.state_dict(),
             "target": self.target.state_dict(),
             "optimizer": self.optimizer.state_dict(),
         }
+        if self.behaviour is not None:
+            state["behaviour"] = self.behaviour.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Also a pipelined agent's acting copy (the online network's if `state` has none)."""
+        self.wait()
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self._update.reset()  # the optimizer's state tensors are new: capture them anew
+        if self.behaviour is not None:
+            self.behaviour.load_state_dict(state.get("behaviour", state["online"]))
 
 
-def _check_batch(batch: Batch, history_length: int) -> int:
+def _check_batch(batch: Batch, history_length: int, device: torch.device) -> int:
     """Validate dtypes and shapes (cheap, and a wrong dtype would otherwise fail deep inside
-    torch or silently promote); returns the batch size B."""
+    torch or silently promote); returns the batch size B. `all_states` may be a uint8 tensor
+    on `device` instead of an array."""
     batch_size = batch.actions.shape[0]
     expected = {
         "all_states": (np.uint8, (2 * batch_size, history_length, 84, 84)),
@@ -258,8 +383,14 @@ def _check_batch(batch: Batch, history_length: int) -> int:
     }
     for name, (dtype, shape) in expected.items():
         array = getattr(batch, name)
-        if array.dtype != dtype or array.shape != shape:
+        if isinstance(array, torch.Tensor) and name == "all_states":
+            good = array.dtype == torch.uint8 and array.device == device
+            dtype = f"uint8 on {device}"
+        else:
+            good = isinstance(array, np.ndarray) and array.dtype == dtype
+            dtype = np.dtype(dtype)
+        if not good or tuple(array.shape) != shape:
             raise ValueError(
-                f"batch.{name} must be {np.dtype(dtype)} {shape}, got {array.dtype} {array.shape}"
+                f"batch.{name} must be {dtype} {shape}, got {array.dtype} {tuple(array.shape)}"
             )
     return batch_size

@@ -67,7 +67,8 @@ class SnapshotInfo:
 def _payload(agent: DoubleDQN, game: str, step: int, frames: int, score: float | None) -> dict:
     return {
         **SNAPSHOT.fields(),
-        "online": {k: v.detach().cpu() for k, v in agent.online.state_dict().items()},
+        # state_dict() waits for an update in flight (pipelined mode) before reading.
+        "online": {k: v.detach().cpu() for k, v in agent.state_dict()["online"].items()},
         "num_actions": int(agent.num_actions),
         "history_length": int(agent.history_length),
         "game": resolve_game(game).rom_id,

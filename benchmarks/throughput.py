@@ -8,12 +8,14 @@ The run is built as train.py builds it (Hydra compose of configs/, `train.build`
 `replay.add`, the loop warms up past learning start, and `--steps` steps of `Training.run`
 are timed by wrapping the components' methods in this process (COMPONENTS); bookkeeping is
 the rest (frame stack, schedules, logging, the loop, ~1 µs of wrappers). Evaluation: one
-short periodic test after the window, its playing time scaled to the config's cadence. No
+short periodic test after the window, its playing time scaled to the config's cadence (with
+`evaluation.worker=true`, the default, only what the training process pays: saving the agent
+for the worker, which plays on another core). No
 checkpoint is written (benchmarks/checkpoint.py times them). The ceiling: the same loop with
-a trivial network. On CUDA, `agent.learn` ends with a blocking copy to the host and
-`agent.act` with `.item()`, so each already waits for its GPU work; `--sync` adds
-`torch.cuda.synchronize()` around every timed call, for code that leaves GPU work in flight
-(serialized costs, and a slower loop). Prints tables, asserts nothing.
+a trivial network. On CUDA (and in pipelined mode) an update runs while the host goes
+on: "waiting for the update" is the time the host spent blocked on it; acting waits for its
+own action. `--sync` adds `torch.cuda.synchronize()` around every timed call (serialized
+costs, and a slower loop). Prints tables, asserts nothing.
 """
 
 import argparse
@@ -56,18 +58,20 @@ BENCHMARK_OVERRIDES = ("train.learning_start_steps=1000", "train.epsilon_decay_s
 CPU_CAPACITY = 100_000  # the paper's 1M transitions are 7 GB: too much for a quick CPU look
 COMPONENTS = (  # (row, part of Components, its methods timed)
     ("env", "env", ("step", "reset", "noops_after_life_loss")),
-    ("act", "agent", ("act",)),
+    ("act", "agent", ("explore",)),
     ("replay add", "replay", ("add", "start_episode")),
     ("learn: replay.sample", "replay", ("sample",)),
-    ("learn: agent.learn", "agent", ("learn",)),
+    ("learn: agent.start_learning", "agent", ("start_learning",)),
+    ("learn: waiting for the update", "pending", ("result",)),
     ("learn: update_priorities", "replay", ("update_priorities",)),
 )
 LEARN_ROWS = tuple(row for row, _, _ in COMPONENTS if row.startswith("learn: "))
+AGENT_ROWS = ("learn: agent.start_learning", "learn: waiting for the update")
 RATES = {
     "steps_per_second": "agent steps/s",
     "steps_per_second_without_test": "agent steps/s without the test",
     "updates_per_second": "updates/s",
-    "ms_per_update": "ms per agent.learn",
+    "ms_per_update": "ms per update (start + wait)",
     "cpu_per_wall": "process CPU s per wall s",
 }
 
@@ -151,8 +155,9 @@ def prefill(replay, count: int, num_actions: int) -> None:
 
 def instrument(training: Training, meter: Meter) -> None:
     for row, part, methods in COMPONENTS:
+        owner = double_dqn.PendingLearn if part == "pending" else getattr(training.parts, part)
         for method in methods:
-            meter.wrap(getattr(training.parts, part), method, row)
+            meter.wrap(owner, method, row)
     training.save_checkpoint = lambda: None  # the run's stop would write one
     training.periodic_test.stop_requested = lambda: False  # only the loop may read the window
 
@@ -164,6 +169,8 @@ def scaled_test_us(training: Training, frames: int) -> float:
     cfg = copy.deepcopy(training.cfg)
     full_frames, cfg.evaluation.frames = cfg.evaluation.frames, min(frames, cfg.evaluation.frames)
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
+    if test.in_worker:
+        return worker_test_us(test, training)
     played, play = [0.0], protocols._play
 
     def timed_play(*args, **kwargs):
@@ -181,20 +188,38 @@ def scaled_test_us(training: Training, frames: int) -> float:
     return per_test / test.period_steps * 1e6
 
 
+def worker_test_us(test: PeriodicTest, training: Training) -> float:
+    """µs per training step that a test in the worker costs the training process: saving the
+    agent for it (the worker plays on another core; its start is paid once a run, so the
+    second request is timed)."""
+    writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
+    try:
+        with contextlib.closing(writer):
+            seconds = []
+            for step in (test.period_steps, 2 * test.period_steps):
+                start = time.perf_counter()
+                test.request(training.parts.agent, step, writer)
+                seconds.append(time.perf_counter() - start)
+    finally:
+        test.close()
+    return seconds[-1] / test.period_steps * 1e6
+
+
 def figures(meter: Meter, steps: int, test_us: float) -> dict:
     seconds, cpu_seconds = (meter.closed[clock] - meter.opened[clock] for clock in (0, 1))
     rows = {row: meter.seconds[row] / steps * 1e6 for row, _, _ in COMPONENTS}
     loop_us = seconds / steps * 1e6
     rows["bookkeeping"] = loop_us - sum(rows.values())
     rows["evaluation"] = test_us
-    updates = meter.calls["learn: agent.learn"]
+    updates = meter.calls["learn: agent.start_learning"]
+    agent_seconds = sum(meter.seconds[row] for row in AGENT_ROWS)
     return {
         "us_per_step": rows,
         "total_us_per_step": loop_us + test_us,
         "steps_per_second": 1e6 / (loop_us + test_us),
         "steps_per_second_without_test": 1e6 / loop_us,
         "updates_per_second": updates / seconds,
-        "ms_per_update": 1e3 * meter.seconds["learn: agent.learn"] / max(updates, 1),
+        "ms_per_update": 1e3 * agent_seconds / max(updates, 1),
         # Below 1 with one torch thread: the process waited for a core (a busy machine).
         "cpu_per_wall": cpu_seconds / seconds,
     }

@@ -62,8 +62,14 @@ CASES = {
     ),
     "the misspelt key Hydra suggests adding": (
         ["+replay.capcity=5", f"hydra.run.dir={NEW}"],
-        "replay.capcity is not a setting; replay has: capacity, importance_exponent, "
-        "importance_exponent_final, kind, weight_normalization",
+        "replay.capcity is not a setting; replay has: capacity, device, eviction, "
+        "importance_exponent, importance_exponent_final, kind, priority_epsilon, "
+        "priority_signal, weight_normalization",
+    ),
+    "replay frames on a device the learner is not on": (
+        ["replay.device=cuda", "agent.device=cpu", f"hydra.run.dir={NEW}"],
+        "replay.device=cuda is not allowed: must be cpu, or agent.device's CUDA device with "
+        "replay.eviction=fifo",
     ),
     "negative target period": (
         ["train.target_update_period_steps=-1", f"hydra.run.dir={NEW}"],

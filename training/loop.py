@@ -79,6 +79,8 @@ class Training:
         self.checkpoints, self.stop = checkpoints, stop
         self.step = 0
         self.episode_return = 0.0
+        # The update in flight: (its step, its batch, its PendingLearn), or None.
+        self.learning: tuple | None = None
         self.periodic_test = PeriodicTest(
             self.cfg, run_dir, parts.rngs["evaluation"], lambda: stop.signal is not None
         )
@@ -108,8 +110,7 @@ class Training:
         # Runs stored before the key existed changed α once per log period; they still do.
         alpha_period = getattr(r, "priority_exponent_period_steps", t.log_period_steps)
         try:
-            if self.periodic_test.pending_step is not None:  # interrupted by the last stop
-                self.periodic_test.run(agent, self.periodic_test.pending_step, self.progress.writer)
+            self.periodic_test.resume(agent, self.step, self.progress.writer)
             while self.step < t.total_steps and self.stop.signal is None:
                 self.step += 1
                 self._act_and_store()
@@ -118,11 +119,15 @@ class Training:
                 if self.step % t.target_update_period_steps == 0:
                     agent.sync_target()
                 if annealed_alpha and self.step % alpha_period == 0:
+                    self._settle_learning()
                     self.parts.replay.set_priority_exponent(self.priority_exponent())
                 if self.step % t.log_period_steps == 0 or self.step == t.total_steps:
                     self._log()
                 if self.step % self.periodic_test.period_steps == 0:
-                    self.periodic_test.run(agent, self.step, self.progress.writer)
+                    self.periodic_test.request(agent, self.step, self.progress.writer)
+                self.periodic_test.poll(self.progress.writer)
+                if self.step == t.total_steps:  # the last checkpoint then has every test's score
+                    self.periodic_test.wait(self.progress.writer)
                 if self.step % self.cfg.checkpoint.every_steps == 0:
                     self.save_checkpoint()
             if self.step % self.cfg.checkpoint.every_steps:
@@ -130,11 +135,17 @@ class Training:
             if self.step == t.total_steps:
                 self._finish()
         finally:
+            self.periodic_test.close()
             self.progress.close()
         return self.stop.signal
 
     def _finish(self) -> None:
-        """The last step's agent as a snapshot, and the run's hyperparameters with results."""
+        """The last step's agent as a snapshot, and the run's hyperparameters with results, once
+        every test is recorded; a stop request during that wait leaves the tests pending in the
+        last checkpoint, and the resumed run finishes."""
+        if not self.periodic_test.complete(self.progress.writer):
+            return
+        self._settle_learning()
         save_final_snapshot(
             RunDirectory(self.run_dir).final_snapshot,
             self.parts.agent,
@@ -146,7 +157,7 @@ class Training:
 
     def _act_and_store(self) -> None:
         parts, t = self.parts, self.cfg.train
-        action = parts.agent.act(parts.frame_stack.state, self.epsilon())
+        action = parts.agent.explore(parts.frame_stack.state, self.epsilon())
         frame, reward, terminated, truncated, info = parts.env.step(action)
         self.episode_return += reward
         clipped_reward = max(-t.reward_clip, min(t.reward_clip, reward))
@@ -169,17 +180,37 @@ class Training:
         self.parts.replay.start_episode(frame)
 
     def _learn(self) -> None:
-        replay = self.parts.replay
-        batch = replay.sample(self.importance_exponent())
-        stats = self.parts.agent.learn(batch)
+        """One update, settled at once (Algorithm 1's order) or, in pipelined mode, at the next
+        update: the 4 steps between act with the copy the agent took when it started."""
+        self._settle_learning()
+        batch = self.parts.replay.sample(self.importance_exponent())
+        self.learning = (self.step, batch, self.parts.agent.start_learning(batch))
+        if not self.parts.agent.pipelined:
+            self._settle_learning()
+
+    def _settle_learning(self) -> None:
+        """Finish the update in flight: its priorities and statistics. It runs before anything
+        reads the replay's priorities and before the next update, at steps that do not depend
+        on when a run was stopped (a checkpoint keeps the update in flight as it is)."""
+        if self.learning is None:
+            return
+        step, batch, stats = self.finished_learning()
+        self.learning = None
+        self.parts.replay.update_priorities(batch.indices, stats)
+        self.progress.learned(stats, batch.weights)
+
+    def finished_learning(self) -> tuple:
+        """The update in flight, waited for: (its step, its batch, its stats), once its loss
+        and Q-values passed the divergence check (the diverged state is never saved)."""
+        step, batch, pending = self.learning
+        stats = pending.result()
         if not (math.isfinite(stats.loss) and abs(stats.mean_q) <= self.q_limit):
             raise LearningDiverged(
-                f"the learner diverged at step {self.step}: loss {stats.loss}, mean Q "
+                f"the learner diverged at step {step}: loss {stats.loss}, mean Q "
                 f"{stats.mean_q} (returns of clipped rewards lie within ±{self.q_limit / 10:g}); "
                 "the diverged state was not saved"
             )
-        replay.update_priorities(batch.indices, stats.td_errors)
-        self.progress.learned(stats, batch.weights)
+        return step, batch, stats
 
     def _schedule(self, start: float, end: float) -> float:
         """Linear from learning start to the end of training (β, and α when annealed)."""
@@ -205,6 +236,7 @@ class Training:
         return self._schedule(r.priority_exponent, r.priority_exponent_final)
 
     def _log(self) -> None:
+        self._settle_learning()
         schedules = {
             "train/epsilon": self.epsilon(),
             "replay/importance_exponent": self.importance_exponent(),

@@ -2,6 +2,8 @@
 
 import json
 import math
+import re
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -9,27 +11,16 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from artifacts.atomic import save_atomically
 from artifacts.run_directory import RunDirectory
-from artifacts.snapshot import save_agent_snapshot
-from evaluation.protocols import evaluate_noop
+from artifacts.snapshot import read_snapshot, save_agent_snapshot
+from evaluation.protocols import EvaluationResult
+from training.checkpoints import CheckpointError
+from training.evaluation_worker import EvaluationWorker, Interrupted, Played, play_test
 
-
-class Interrupted(Exception):
-    """A stop was requested in the middle of a periodic test."""
-
-
-class _StoppablePolicy:
-    """The agent, as the evaluator sees it, except that acting after a stop request ends the
-    test at once (a test at the paper's size takes minutes on a CPU)."""
-
-    def __init__(self, agent, stop_requested: Callable[[], bool]):
-        self.agent, self.stop_requested = agent, stop_requested
-        self.history_length = agent.history_length
-
-    def act(self, state, epsilon, rng=None):
-        if self.stop_requested():
-            raise Interrupted
-        return self.agent.act(state, epsilon, rng)
+PENDING_TESTS = "pending_tests"  # in the run directory: the agents of the tests not recorded
+AGENT_FILE = re.compile(r"(\.)?step-(\d{12})\.pt(\.tmp)?")  # or its temporary, while written
+WAIT_SECONDS = 0.2  # how often waiting for the worker looks at the stop request
 
 
 class PeriodicTest:
@@ -37,10 +28,21 @@ class PeriodicTest:
     testing never changes the training run. Keeps `agent_latest.pt` and the best-scoring
     `agent_best.pt` (what the human-starts protocol scores).
 
-    State (in checkpoints): `best_score`, the score of the agent in `agent_best.pt`, and
-    `pending_step`, the step of a test a stop request interrupted (None if none): it runs
-    again, from the same random state, when the run resumes, so its scores are the ones an
-    uninterrupted run gets."""
+    Tests are recorded (TensorBoard at the test's step, the snapshots, `best_score`) in step
+    order, and each one draws from `rng` where the one before left it. Inline
+    (`evaluation.worker: false`) `request` plays the test at once. With a worker it saves the
+    agent to `pending_tests/` and an `EvaluationWorker` process plays the tests in order while
+    training goes on; `poll` records those it finished. The scores are the same either way.
+
+    State (`state_dict`, in checkpoints): `best_score`, the score of the agent in
+    `agent_best.pt`, and `pending_steps`, the tests requested and not recorded yet, oldest
+    first. `rng` (checkpointed with the run's generators) stands at the start of the oldest of
+    them, or after the last recorded test when none is pending, so a resumed run plays them
+    again from the same random state and gets the scores an uninterrupted run gets. Inline,
+    only a stop request leaves a test pending: the one at the checkpoint's own step, whose
+    agent is the checkpoint's. With a worker, a test's agent file is kept until no checkpoint
+    that may still exist lists the test as pending.
+    """
 
     def __init__(
         self,
@@ -52,45 +54,203 @@ class PeriodicTest:
         self.cfg, self.run_directory, self.rng = cfg, RunDirectory(run_dir), rng
         self.stop_requested = stop_requested
         self.best_score = -math.inf
-        self.pending_step: int | None = None
+        self.pending_steps: list[int] = []
         self.period_steps = cfg.evaluation.every_frames // cfg.env.frame_skip
+        # Runs stored before the key existed played their tests inline.
+        self.in_worker = getattr(cfg.evaluation, "worker", False)
+        self.agent_files = Path(run_dir) / PENDING_TESTS
+        self._worker: EvaluationWorker | None = None
+        # The agent files of recorded tests, by the checkpoint period they were recorded in;
+        # the last list is the current period's (see `state_dict`).
+        self._recorded: list[list[Path]] = [[], []]
+
+    def request(self, agent, step: int, writer) -> None:
+        """Test `agent` at `step`: inline at once, else from a snapshot of it, in the worker."""
+        if not self.in_worker:
+            self.run(agent, step, writer)
+            return
+        path = self._agent_file(step)
+        try:
+            save_agent_snapshot(
+                path,
+                agent,
+                game=self.cfg.env.game,
+                step=step,
+                frames=step * self.cfg.env.frame_skip,
+                score=None,
+            )
+        except OSError as error:
+            raise CheckpointError(
+                f"could not write {path}, the agent of the periodic test at step {step} "
+                f"({error.strerror or error})"
+            ) from None
+        self.pending_steps.append(step)
+        self._submit(agent, step)
 
     def run(self, agent, step: int, writer) -> None:
-        """Test `agent` at `step`; if a stop interrupts it, it is left pending."""
+        """Test `agent` at `step` in this process, now (inline, or with nothing pending); if a
+        stop interrupts it, it is left pending."""
         cfg, rng_state = self.cfg, self.rng.bit_generator.state
         try:
-            result = evaluate_noop(
-                _StoppablePolicy(agent, self.stop_requested),
+            result = play_test(
+                agent,
                 vars(cfg.env),
                 rng=self.rng,
                 epsilon=cfg.evaluation.epsilon,
-                max_frames=cfg.evaluation.frames,
+                frames=cfg.evaluation.frames,
+                stop_requested=self.stop_requested,
             )
         except Interrupted:
-            self.rng.bit_generator.state, self.pending_step = rng_state, step
+            self.rng.bit_generator.state, self.pending_steps = rng_state, [step]
             return
-        self.pending_step = None
-        frames = step * cfg.env.frame_skip
+        self.pending_steps = []
+
+        def save(path: Path, score: float) -> None:
+            frames = step * cfg.env.frame_skip
+            save_agent_snapshot(
+                path, agent, game=cfg.env.game, step=step, frames=frames, score=score
+            )
+
+        self._record(step, result, writer, save)
+
+    def resume(self, agent, step: int, writer) -> None:
+        """Before this process's first step, `step` the checkpoint's: play again the tests it
+        left pending, and clear `pending_tests/` of what was left behind."""
+        if not self.in_worker:
+            if self.pending_steps:
+                self.run(agent, self.pending_steps[0], writer)
+            return
+        self._tidy_agent_files(step)
+        for pending in self.pending_steps:
+            path = self._agent_file(pending)
+            if not path.is_file():
+                raise CheckpointError(
+                    f"the checkpoint lists the periodic test at step {pending} as pending, but "
+                    f"its agent {path} is missing"
+                )
+            self._submit(agent, pending)
+
+    def poll(self, writer) -> None:
+        """Record the tests the worker finished, without waiting. Once a stop is requested
+        nothing more is recorded: the tests left are the checkpoint's to list."""
+        if self.pending_steps and self._worker is not None and not self.stop_requested():
+            for played in self._worker.played():
+                self._record_played(played, writer)
+
+    def wait(self, writer) -> bool:
+        """Record every requested test, waiting for the worker; False when a stop request came
+        first (the tests left stay pending)."""
+        while self.pending_steps and self._worker is not None and not self.stop_requested():
+            for played in self._worker.played(WAIT_SECONDS):
+                self._record_played(played, writer)
+        return not self.pending_steps
+
+    def complete(self, writer) -> bool:
+        """The run's end: `wait`, then remove `pending_tests/`, which a finished run no longer
+        needs; False, with nothing removed, when a stop request came first."""
+        if not self.wait(writer):
+            return False
+        if self.agent_files.is_dir():
+            shutil.rmtree(self.agent_files)
+        return True
+
+    def close(self) -> None:
+        """End the worker, if one was started; the tests it had not finished stay pending."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
+    def state_dict(self) -> dict:
+        """What a checkpoint about to be written stores (`rng` is with the run's generators).
+        Each call ends a checkpoint period: the agent files of the tests recorded more than
+        `checkpoint.keep` periods ago are deleted, as no checkpoint still kept, nor one that a
+        failed save could leave, lists those tests as pending."""
+        self._recorded.append([])
+        while len(self._recorded) > self.cfg.checkpoint.keep + 1:
+            for path in self._recorded.pop(0):
+                path.unlink(missing_ok=True)
+        return {"best_score": self.best_score, "pending_test_steps": list(self.pending_steps)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best_score = float(state["best_score"])
+        pending = state.get("pending_test_steps")
+        if pending is None:  # checkpoints from before the worker: one step, or None
+            old = state.get("pending_test_step")
+            pending = [] if old is None else [old]
+        self.pending_steps = [int(step) for step in pending]
+
+    def _agent_file(self, step: int) -> Path:
+        return self.agent_files / f"step-{step:012d}.pt"
+
+    def _submit(self, agent, step: int) -> None:
+        if self._worker is None:  # started at `rng`'s state: the oldest pending test's start
+            self._worker = EvaluationWorker(
+                vars(self.cfg.env),
+                epsilon=self.cfg.evaluation.epsilon,
+                frames=self.cfg.evaluation.frames,
+                rng=self.rng,
+                device=str(agent.device),
+            )
+        self._worker.submit(step, self._agent_file(step))
+
+    def _record_played(self, played: Played, writer) -> None:
+        """The worker answers in request order: `played` is the oldest pending test's."""
+        step = self.pending_steps.pop(0)
+        path = self._agent_file(step)
+        payload = read_snapshot(path)
+        self.rng.bit_generator.state = played.rng_state
+
+        def save(target: Path, score: float) -> None:
+            save_atomically(target, {**payload, "score": score})
+
+        self._record(step, played.result, writer, save)
+        self._recorded[-1].append(path)
+
+    def _record(
+        self,
+        step: int,
+        result: EvaluationResult,
+        writer,
+        save: Callable[[Path, float], None],
+    ) -> None:
+        """Log the test at `step` and keep its agent, which `save(path, score)` writes."""
+        cfg, frames = self.cfg, step * self.cfg.env.frame_skip
         for name, value in result.summary(cfg.env.game, "noop").items():
             writer.add_scalar(f"eval/{name}", value, step)
             writer.add_scalar(f"eval_vs_frames/{name}", value, frames)
         # Exact per-episode scores, for exported results (scalars hold only the summary).
         writer.add_text("eval/episode_scores", json.dumps(result.scores.tolist()), step)
-        snapshot = dict(game=cfg.env.game, step=step, frames=frames, score=result.mean)
-        _save_or_warn(self.run_directory.latest_snapshot, agent, snapshot)
+        _save_or_warn(self.run_directory.latest_snapshot, step, result.mean, save)
         better = result.mean > self.best_score
-        if better and _save_or_warn(self.run_directory.best_snapshot, agent, snapshot):
+        if better and _save_or_warn(self.run_directory.best_snapshot, step, result.mean, save):
             self.best_score = result.mean
 
+    def _tidy_agent_files(self, step: int) -> None:
+        """The agent files no pending test uses. Those of tests up to `step` were recorded
+        before the checkpoint at `step` was written, and an older kept checkpoint may list
+        them: they are deleted as that period's files are (`state_dict`). Later ones, and
+        half-written ones, are of steps the resumed run plays again: they go now."""
+        if not self.agent_files.is_dir():
+            return
+        for path in self.agent_files.iterdir():
+            match = AGENT_FILE.fullmatch(path.name)
+            if match is None:
+                continue
+            temporary, tested = match.group(1) or match.group(3), int(match.group(2))
+            if temporary or tested > step:
+                path.unlink()
+            elif tested not in self.pending_steps:
+                self._recorded[0].append(path)
 
-def _save_or_warn(path: Path, agent, snapshot: dict) -> bool:
+
+def _save_or_warn(path: Path, step: int, score: float, save) -> bool:
     """A snapshot that cannot be written (a full disk) leaves the previous one intact (the
     write is atomic) and the run goes on: one line on stderr, and False."""
     try:
-        save_agent_snapshot(path, agent, **snapshot)
+        save(path, score)
     except OSError as error:
         print(
-            f"warning: {path.name} not updated at step {snapshot['step']} "
+            f"warning: {path.name} not updated at step {step} "
             f"({error.strerror or error}); the previous one is kept",
             file=sys.stderr,
         )

@@ -22,7 +22,14 @@ _STARTED_NS = time.time_ns()
 
 # Settings added after some runs were stored, with the value that continues such a run the way
 # it ran (a run from before `train.life_loss` only stopped bootstrapping at a lost life).
-ADDED_SETTINGS = {"threads": "auto", "env.kind": "atari", "train.life_loss": "stop_bootstrap"}
+ADDED_SETTINGS = {
+    "threads": "auto",
+    "env.kind": "atari",
+    "train.life_loss": "stop_bootstrap",
+    "agent.pipelined": False,
+    "agent.cuda_graphs": True,
+    "evaluation.worker": False,  # runs from before the worker keep their inline test
+}
 
 
 def load_stored_config(path: Path) -> DictConfig:

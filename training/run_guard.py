@@ -30,15 +30,16 @@ def check_command_line(arguments: list[str]) -> None:
 
 
 def torch_threads(setting) -> int:
-    """torch's CPU thread count: a number, or `auto`: OMP_NUM_THREADS where set, else half the
-    cores this process may use (at most 8). The Python thread steps the emulator between
-    updates: a 2,000-step demo on a busy 2-core machine took 105 s with two torch threads and
-    44 s with one (the measurement reported in the project's issue 14)."""
+    """torch's CPU thread count: a number, or `auto`: OMP_NUM_THREADS where set, else every
+    core this process may use (at most 8). On this project's idle 2-core machine two threads
+    ran the learning phase 1.65x as fast as one (benchmarks/throughput.py, README); on a busy
+    one they can be twice as slow (a 2,000-step demo took 105 s with two, 44 s with one), which
+    is what OMP_NUM_THREADS or `threads=1` is for."""
     if setting != "auto":
         return int(setting)
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():
         return max(1, int(os.environ["OMP_NUM_THREADS"]))
-    return max(1, min(8, len(os.sched_getaffinity(0)) // 2))
+    return max(1, min(8, len(os.sched_getaffinity(0))))
 
 
 def lock_run_directory(run_dir: Path) -> int:

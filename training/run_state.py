@@ -1,9 +1,11 @@
 """A run's complete state between two steps, as plain data for a checkpoint, and back."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import torch
 
+from agents.double_dqn import LearnStats, PendingLearn
 from envs.registry import DEFAULT_KIND
 from training.checkpoints import CheckpointError
 from training.plain_config import select
@@ -17,6 +19,7 @@ IDENTITY_KEYS = (
     "agent.history_length",
     "replay.kind",
     "replay.capacity",
+    "replay.eviction",  # the storage's layout (absent, None, in runs from before the key)
 )
 
 
@@ -56,9 +59,9 @@ def capture_run_state(training) -> dict:
         "replay": parts.replay.state_dict(),
         "rngs": {name: rng.bit_generator.state for name, rng in parts.rngs.items()},
         "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
+        "learning": _learning_in_flight(training),
         "progress": training.progress.state_dict(),
-        "best_score": training.periodic_test.best_score,
-        "pending_test_step": training.periodic_test.pending_step,
+        **training.periodic_test.state_dict(),  # its best score and pending tests
     }
 
 
@@ -67,8 +70,7 @@ def restore_run_state(training, state: dict) -> None:
     parts = training.parts
     training.step = int(state["step"])
     training.episode_return = float(state["episode_return"])
-    training.periodic_test.best_score = float(state["best_score"])
-    training.periodic_test.pending_step = state.get("pending_test_step")  # None: none pending
+    training.periodic_test.load_state_dict(state)
     parts.frame_stack.load(state["acting_state"])
     parts.env.restore_state(state["env"])
     parts.agent.load_state_dict(state["agent"])
@@ -76,3 +78,22 @@ def restore_run_state(training, state: dict) -> None:
     for name, rng in parts.rngs.items():
         rng.bit_generator.state = state["rngs"][name]
     torch.set_rng_state(state["torch_rng"])
+    learning = state.get("learning")  # None: nothing in flight (always outside pipelined mode)
+    if learning is not None:
+        batch = SimpleNamespace(indices=learning["indices"], weights=learning["weights"])
+        pending = PendingLearn.finished(LearnStats(**learning["stats"]))
+        training.learning = (int(learning["step"]), batch, pending)
+
+
+def _learning_in_flight(training) -> dict | None:
+    """A pipelined run's update in flight, done but with its priorities still to be written:
+    the resumed run writes them at the step the uninterrupted run does."""
+    if training.learning is None:
+        return None
+    step, batch, stats = training.finished_learning()
+    return {
+        "step": step,
+        "indices": batch.indices.copy(),
+        "weights": batch.weights.copy(),
+        "stats": dataclasses.asdict(stats),
+    }

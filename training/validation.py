@@ -14,7 +14,8 @@ from envs.games import resolve_game
 from envs.registry import ENVIRONMENTS
 from replay.buffer import memory_bytes
 from replay.priorities import WEIGHT_NORMALIZATIONS
-from replay.registry import SAMPLERS
+from replay.priority_signals import PRIORITY_SIGNALS
+from replay.registry import SAMPLERS, STORAGES, storage_class
 
 LIFE_LOSS_RULES = ("new_episode", "stop_bootstrap")
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -75,6 +76,16 @@ def _positive_number(value) -> bool:
     return _number(value) and value > 0
 
 
+def _learners_cuda_device(name, cfg: DictConfig) -> bool:
+    """The replay's frames may sit on the learner's GPU (the frame ring only)."""
+    try:
+        device = resolve_device(name)
+        fifo = cfg.replay.get("eviction", "fifo") == "fifo"
+        return device.type == "cuda" and device == resolve_device(cfg.agent.device) and fifo
+    except ValueError:  # not a device name, or no such GPU
+        return False
+
+
 def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
     """(key, what is allowed, test of the value) in checking order; a test may rely on the
     keys checked before it."""
@@ -116,6 +127,9 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("env.kind", f"one of {', '.join(ENVIRONMENTS)}", lambda v: v in (*ENVIRONMENTS, None)),
         ("threads", "auto or a positive integer", lambda v: v == "auto" or _positive_integer(v)),
         ("agent.device", "a device name", lambda v: isinstance(v, str)),
+        ("agent.pipelined", "true or false", lambda v: isinstance(v, bool)),
+        ("agent.cuda_graphs", "true or false", lambda v: isinstance(v, bool)),
+        ("evaluation.worker", "true or false", lambda v: isinstance(v, bool)),
         (
             "evaluation.every_frames",
             "a positive multiple of env.frame_skip",
@@ -124,8 +138,20 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("evaluation.frames", "a positive integer", _positive_integer),
         ("evaluation.epsilon", "in [0, 1]", _fraction),
     ]
-    # Keys only some samplers have: checked where the replay config holds them.
+    # Keys only some samplers have, or that runs stored before them lack: checked where the
+    # replay config holds them.
     optional = [
+        (
+            "replay.priority_signal",
+            f"one of {', '.join(PRIORITY_SIGNALS)}",
+            lambda v: v in PRIORITY_SIGNALS,
+        ),
+        ("replay.eviction", f"one of {', '.join(STORAGES)}", lambda v: v in STORAGES),
+        (
+            "replay.device",
+            "cpu, or agent.device's CUDA device with replay.eviction=fifo",
+            lambda v: v == "cpu" or _learners_cuda_device(v, cfg),
+        ),
         ("replay.priority_exponent", ">= 0", lambda v: _number(v) and v >= 0),
         (
             "replay.priority_exponent_final",
@@ -177,7 +203,10 @@ def available_memory_bytes() -> int:
 
 
 def _check_memory(cfg: DictConfig) -> None:
-    needed = memory_bytes(cfg.replay.capacity, (cfg.env.screen_size,) * 2)
+    # Runs stored before `replay.eviction` existed forget first in, first out.
+    storage = storage_class(cfg.replay.get("eviction", "fifo"))
+    frames_per_slot = storage.frames_per_slot(cfg.agent.history_length)
+    needed = memory_bytes(cfg.replay.capacity, (cfg.env.screen_size,) * 2, frames_per_slot)
     available = available_memory_bytes()
     if needed > available:
         raise ValueError(

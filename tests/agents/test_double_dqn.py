@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from agents import DoubleDQN, LearnStats, double_q_targets, resolve_device, weighted_huber_loss
-from agents.double_dqn import PinnedStaging
+from agents.acceleration import PinnedStaging
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -319,3 +319,58 @@ def test_rmsprop_epsilon_gives_the_summed_loss_update_at_any_batch_size(batch_si
     needs ε / B² (tests/agents/test_optimizer.py proves the scaling rule)."""
     agent = make_agent(rmsprop_epsilon=0.01, batch_size=batch_size)
     assert agent.optimizer.param_groups[0]["epsilon"] == 0.01 / batch_size**2
+
+
+def test_pipelined_agent_acts_with_the_parameters_from_before_the_update_in_flight():
+    """While an update runs, `explore` uses the online network as it was when the update
+    started; the update itself is bit-identical to an exact agent's, and `act` waits for it."""
+    pipelined, exact = make_agent(seed=7, pipelined=True), make_agent(seed=7)
+    batch, probe = random_batch(seed=4), random_batch(batch_size=16, seed=9).all_states
+    with torch.no_grad():
+        before = pipelined.online(torch.from_numpy(probe)).argmax(1).tolist()
+    for _ in range(3):  # moves the online network away from its start
+        started_from = [p.clone() for p in exact.online.parameters()]
+        pending = pipelined.start_learning(batch)
+        assert [pipelined.explore(state, 0.0) for state in probe] == before
+        for copy, original in zip(pipelined.behaviour.parameters(), started_from, strict=True):
+            assert torch.equal(copy, original)
+        np.testing.assert_array_equal(pending.result().td_errors, exact.learn(batch).td_errors)
+        after = [exact.act(state, 0.0) for state in probe]
+        assert [pipelined.act(state, 0.0) for state in probe] == after
+        assert [pipelined.explore(state, 0.0) for state in probe] == before  # until the next
+        before = after
+    for a, b in zip(pipelined.online.parameters(), exact.online.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(next(pipelined.online.parameters()), started_from[0])
+
+
+def test_pipelined_agent_state_dict_keeps_the_acting_copy():
+    agent, batch = make_agent(seed=2, pipelined=True), random_batch()
+    agent.learn(batch)
+    agent.start_learning(batch)  # in flight: state_dict waits for it
+    state = agent.state_dict()
+    restored = make_agent(seed=3, pipelined=True)
+    restored.load_state_dict(state)
+    probe = torch.from_numpy(random_batch(seed=5).all_states)
+    with torch.no_grad():
+        for net in ("online", "target", "behaviour"):
+            assert torch.equal(getattr(agent, net)(probe), getattr(restored, net)(probe))
+        assert not torch.equal(agent.online(probe), agent.behaviour(probe))
+    exact = make_agent(seed=3)
+    exact.load_state_dict(state)  # an exact agent ignores the copy
+    with torch.no_grad():
+        assert torch.equal(exact.online(probe), agent.online(probe))
+
+
+def test_learn_takes_states_already_on_its_device():
+    """A replay that keeps its frames on the agent's device hands over a tensor there: the
+    update is the same as from the numpy batch."""
+    from_host, on_device, batch = make_agent(seed=8), make_agent(seed=8), random_batch(seed=6)
+    expected = from_host.learn(batch)
+    batch.all_states = torch.from_numpy(batch.all_states.copy())
+    stats = on_device.learn(batch)
+    np.testing.assert_array_equal(stats.td_errors, expected.td_errors)
+    assert stats.loss == expected.loss
+    batch.all_states = batch.all_states.float()
+    with pytest.raises(ValueError, match=r"batch\.all_states must be uint8 on cpu"):
+        on_device.learn(batch)

@@ -57,6 +57,21 @@ def test_local_parallel_preset_is_joblib_with_two_jobs():
 
 @pytest.mark.skipif(plugin_missing("hydra_joblib_launcher"),
                     reason="hydra-joblib-launcher is not installed")
+def test_shared_gpu_preset_runs_eight_jobs_with_their_share_of_the_cores(monkeypatch):
+    launcher = launcher_config("shared_gpu").hydra.launcher
+    assert launcher._target_.endswith("JoblibLauncher") and launcher.n_jobs == 8
+    # What each run's `threads: auto` sees inside a joblib worker: cores // n_jobs.
+    from joblib import Parallel, delayed  # the plugin's dependency
+
+    from training.run_guard import torch_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # a user's setting would win
+    threads = Parallel(n_jobs=2, backend="loky")(delayed(torch_threads)("auto") for _ in range(2))
+    assert threads == [max(1, len(os.sched_getaffinity(0)) // 2)] * 2
+
+
+@pytest.mark.skipif(plugin_missing("hydra_joblib_launcher"),
+                    reason="hydra-joblib-launcher is not installed")
 def test_joblib_sweep_then_report(tmp_path):
     sweep_dir = tmp_path / "multirun"
     command = [

@@ -3,6 +3,7 @@ what a lost life does to the stored episode and the acting state under each
 `train.life_loss` rule."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -119,8 +120,8 @@ def test_annealed_alpha_follows_its_schedule_whatever_the_log_period(log_period,
     )
     replay, applied = training.parts.replay, []
     set_alpha = replay.set_priority_exponent
-    replay.set_priority_exponent = lambda alpha: applied.append((training.step, alpha)) or (
-        set_alpha(alpha)
+    replay.set_priority_exponent = lambda alpha: (
+        applied.append((training.step, alpha)) or (set_alpha(alpha))
     )
     assert training.run() is None
     # α goes 0.6 -> 0 linearly from learning start (100) to the last step (400).
@@ -130,15 +131,14 @@ def test_annealed_alpha_follows_its_schedule_whatever_the_log_period(log_period,
 
 
 @pytest.mark.parametrize(("loss", "mean_q"), [(0.1, 2.4e8), (float("nan"), 1.0), (0.1, -1001.0)])
-def test_a_diverged_learner_stops_the_run_before_its_priorities_are_stored(
-    tmp_path, loss, mean_q
-):
+def test_a_diverged_learner_stops_the_run_before_its_priorities_are_stored(tmp_path, loss, mean_q):
     """|Q| beyond ten times what clipped rewards allow (1 / (1 − 0.99) = 100), or a
     non-finite loss, ends the run; the batch's priorities are not written."""
     training = training_after(1200, tmp_path)  # past the demo's learning start (1,000 steps)
     replay = training.parts.replay
     errors = np.zeros(replay.batch_size, dtype=np.float32)
-    training.parts.agent.learn = lambda batch: LearnStats(errors, loss, mean_q)
+    stats = LearnStats(errors, loss, mean_q)
+    training.parts.agent.start_learning = lambda batch: SimpleNamespace(result=lambda: stats)
     before = replay.priorities().copy()
     with pytest.raises(LearningDiverged, match=r"^the learner diverged at step 1200: loss "):
         training._learn()

@@ -135,11 +135,17 @@ def assert_same_run(run_dir: Path, reference: Path) -> None:
             assert final[name] == value, name
 
 
+def uninterrupted(tmp_path_factory, name: str, *arguments: str) -> Path:
+    """A run of `arguments` from start to end, in a fresh directory named after `name`."""
+    run_dir = tmp_path_factory.mktemp(name) / "run"
+    complete(run_dir, *arguments, f"hydra.run.dir={run_dir}")
+    return run_dir
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> Path:
     """The uninterrupted run."""
-    run_dir = tmp_path_factory.mktemp("reference") / "run"
-    complete(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
+    run_dir = uninterrupted(tmp_path_factory, "reference", *ARGUMENTS)
     curves = scalars(run_dir)
     # The comparison below means something only if these curves are there.
     assert [step for step, _ in curves["train/loss"]] == list(range(50, TOTAL_STEPS + 1, 25))
@@ -245,3 +251,132 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_changes_nothing
 def _state(pid: int) -> str:
     """The process state letter from /proc (T: stopped)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def pipelined_reference(tmp_path_factory) -> Path:
+    """The uninterrupted run in pipelined mode."""
+    return uninterrupted(tmp_path_factory, "pipelined", *ARGUMENTS, "agent.pipelined=true")
+
+
+def test_a_pipelined_run_stopped_with_an_update_in_flight_resumes_exactly(
+    pipelined_reference, reference, tmp_path
+):
+    """Stopped at step 154, while the update started at step 152 is in flight (its priorities
+    are written at step 156, when the next one starts): the checkpoint keeps it as it is."""
+    run_dir = tmp_path / "run"
+    arguments = (*ARGUMENTS, "agent.pipelined=true", f"hydra.run.dir={run_dir}")
+    process = launch(run_dir, *arguments, at_step=154, signals="SIGTERM")
+    assert process.wait(timeout=600) == 0, stderr(run_dir)
+    in_flight = CheckpointStore(run_dir / "checkpoints").read_latest()["state"]["learning"]
+    assert in_flight["step"] == 152
+    complete(run_dir, f"resume={run_dir}")
+    assert_same_run(run_dir, pipelined_reference)
+    assert scalars(pipelined_reference) != scalars(reference)  # the lag changes the run
+
+
+# Tests every 100 steps, three episodes each with ε 0.2 (the network picks most actions): a run
+# stopped at step 201 has the tests of steps 100 and 200 in its worker, played or waiting.
+TESTED = [
+    *ARGUMENTS,
+    "evaluation.every_frames=400",
+    "evaluation.frames=1200",
+    "evaluation.epsilon=0.2",
+]
+
+
+@pytest.fixture(scope="module")
+def inline_reference(tmp_path_factory) -> Path:
+    """The uninterrupted run, its tests played inline."""
+    run_dir = uninterrupted(tmp_path_factory, "inline", *TESTED, "evaluation.worker=false")
+    assert [step for step, _ in scalars(run_dir)["eval/score"]] == [100, 200, 300]
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    ("signals", "status", "checkpoint_step"),
+    [("SIGKILL", -signal.SIGKILL, 200), ("SIGTERM", 0, 201)],
+)
+def test_a_run_stopped_with_tests_in_its_worker_resumes_to_the_inline_runs_results(
+    inline_reference, tmp_path, monkeypatch, signals, status, checkpoint_step
+):
+    run_dir = tmp_path / "run"
+    marker = f"PER_ATARI_TEST_RUN={run_dir}"  # inherited by the run's every process
+    monkeypatch.setitem(ENVIRONMENT, *marker.split("=", 1))
+    process = launch(run_dir, *TESTED, f"hydra.run.dir={run_dir}", at_step=201, signals=signals)
+    assert process.wait(timeout=600) == status, stderr(run_dir)
+    deadline = time.monotonic() + 120  # a worker left alone notices at its next action
+    while _processes_with(marker):
+        assert time.monotonic() < deadline, "the evaluation worker outlived its run"
+        time.sleep(0.1)
+    state = CheckpointStore(run_dir / "checkpoints").read_latest()["state"]
+    # The test of step 200 was requested just before that step's checkpoint was written.
+    assert state["step"] == checkpoint_step and 200 in state["pending_test_steps"]
+    complete(run_dir, f"resume={run_dir}")
+    assert_same_run(run_dir, inline_reference)
+    assert _texts(run_dir) == _texts(inline_reference)
+    for name in ("agent_latest.pt", "agent_best.pt"):
+        snapshot, expected = (
+            flat_tensors(torch.load(d / name, weights_only=True))
+            for d in (run_dir, inline_reference)
+        )
+        assert snapshot.keys() == expected.keys()
+        for key, value in expected.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(snapshot[key], value), (name, key)
+            else:
+                assert snapshot[key] == value, (name, key)
+    assert not (run_dir / "pending_tests").exists()
+
+
+def _processes_with(marker: str) -> list[int]:
+    """Live processes whose environment holds `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours
+            continue
+    return found
+
+
+def _texts(run_dir: Path) -> dict[str, list]:
+    """The text summaries (the tests' per-episode scores), as (step, text) lists."""
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"tensors": 0})
+    events.Reload()
+    return {
+        tag: [(event.step, event.tensor_proto.string_val) for event in events.Tensors(tag)]
+        for tag in events.Tags()["tensors"]
+    }
+
+
+# Forgetting by priority: the 120-slot memory is full from about step 125 on and then forgets
+# the transition with the lowest |δ| change on every step. Checkpoints every 50 steps, so the
+# ones at 150 and 200 bring a frame copy up to date incrementally, by TransitionStorage's ring
+# cursor, after writes all over the memory.
+BY_PRIORITY = [
+    *(argument for argument in ARGUMENTS if not argument.startswith("checkpoint.every_steps=")),
+    "checkpoint.every_steps=50",
+    "replay.eviction=lowest_priority",
+    "replay.priority_signal=td_error_change",
+]
+
+
+@pytest.fixture(scope="module")
+def by_priority_reference(tmp_path_factory) -> Path:
+    """The uninterrupted run that forgets by priority."""
+    return uninterrupted(tmp_path_factory, "by_priority", *BY_PRIORITY)
+
+
+@pytest.mark.parametrize(("kill_at_step", "checkpoint_step"), [(180, 150), (230, 200)])
+def test_a_run_that_forgets_by_priority_killed_and_resumed_is_the_uninterrupted_run(
+    by_priority_reference, reference, tmp_path, kill_at_step, checkpoint_step
+):
+    run_dir = tmp_path / "run"
+    process = launch(run_dir, *BY_PRIORITY, f"hydra.run.dir={run_dir}", at_step=kill_at_step)
+    assert process.wait(timeout=600) == -signal.SIGKILL, stderr(run_dir)
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == checkpoint_step
+    complete(run_dir, f"resume={run_dir}")
+    assert_same_run(run_dir, by_priority_reference)
+    assert scalars(by_priority_reference) != scalars(reference)  # it did forget differently

@@ -5,12 +5,12 @@ import pytest
 from training.run_guard import RunDirectoryError, check_command_line, torch_threads
 
 
-def test_threads_auto_follows_omp_num_threads_else_half_the_cores(monkeypatch):
+def test_threads_auto_follows_omp_num_threads_else_the_cores(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert torch_threads("auto") == 3
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(2)))
-    assert torch_threads("auto") == 1
+    assert torch_threads("auto") == 2
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(64)))
     assert torch_threads("auto") == 8
     assert torch_threads(5) == 5

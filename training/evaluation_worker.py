@@ -1,0 +1,223 @@
+"""The process that plays the periodic tests beside training (`evaluation.worker: true`).
+
+Protocol, over two one-way pipes of pickled messages. The training process sends the settings
+first (env arguments, ε, frame budget, the evaluation generator, the device), then requests,
+each the path of an agent snapshot (`artifacts.snapshot`) to test; the worker plays them
+strictly in the order sent and answers each, in that order, with `Played(result, rng_state)`
+(`rng_state`: the evaluation generator after the test, where the next test starts) or with
+`Failed(message)`, after which it exits. The worker owns the evaluation stream from the state
+it was given, so the training process gives it the state the oldest test it will send starts
+from.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evaluation.protocols import EvaluationResult, evaluate_noop
+from evaluation.snapshot import load_agent_snapshot
+
+# A fresh interpreter (a fork would inherit torch's thread pools and locks mid-use), started
+# with `subprocess` rather than multiprocessing's spawn: that one fails inside a joblib (loky)
+# sweep worker, whose start method a fresh interpreter does not know, and re-imports the
+# parent's __main__ (train.py, Hydra). SIGINT and SIGTERM are ignored from its first line on:
+# a Ctrl-C reaches the whole process group and a scheduler's SIGTERM every process of the job,
+# and the training process decides when the run stops.
+WORKER_COMMAND = (
+    "import signal, sys; "
+    "signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "sys.path.insert(0, sys.argv[1]); "
+    "from training.evaluation_worker import serve; "
+    "serve(*map(int, sys.argv[2:]))"
+)
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # where `training` was imported from
+
+
+class Interrupted(Exception):
+    """A stop was requested in the middle of a periodic test."""
+
+
+class EvaluationWorkerError(RuntimeError):
+    """The worker failed or died, so the run cannot get its test scores; one line."""
+
+
+@dataclass(frozen=True)
+class Played:
+    result: EvaluationResult
+    rng_state: dict
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+
+
+class _StoppablePolicy:
+    """The agent, as the evaluator sees it, except that acting after a stop request ends the
+    test at once (a test at the paper's size takes minutes on a CPU)."""
+
+    def __init__(self, agent, stop_requested: Callable[[], bool]):
+        self.agent, self.stop_requested = agent, stop_requested
+        self.history_length = agent.history_length
+
+    def act(self, state, epsilon, rng=None):
+        if self.stop_requested():
+            raise Interrupted
+        return self.agent.act(state, epsilon, rng)
+
+
+def play_test(
+    agent,
+    env_kwargs: dict,
+    *,
+    rng: np.random.Generator,
+    epsilon: float,
+    frames: int,
+    stop_requested: Callable[[], bool],
+) -> EvaluationResult:
+    """The paper's test of `agent`: the one call the inline test and the worker both make, so
+    both draw the same numbers from `rng`. A stop request raises Interrupted at the next
+    action, `rng` part-way."""
+    return evaluate_noop(
+        _StoppablePolicy(agent, stop_requested),
+        env_kwargs,
+        rng=rng,
+        epsilon=epsilon,
+        max_frames=frames,
+    )
+
+
+class EvaluationWorker:
+    """A process playing the tests `submit`ted to it, on `device` with one torch thread: on
+    CPU its forward passes are the inline test's, bit for bit. It exits by itself when the
+    training process dies (at its next action, or when it waits for a request)."""
+
+    def __init__(
+        self,
+        env_kwargs: dict,
+        *,
+        epsilon: float,
+        frames: int,
+        rng: np.random.Generator,
+        device: str,
+    ):
+        request_end, requests = os.pipe()
+        results, result_end = os.pipe()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", WORKER_COMMAND, PACKAGE_ROOT]
+                + [str(fd) for fd in (request_end, result_end, os.getpid())],
+                pass_fds=(request_end, result_end),
+            )
+        except OSError as error:
+            os.close(requests)
+            os.close(results)
+            raise EvaluationWorkerError(f"the evaluation worker could not start: {error}") from None
+        finally:
+            # The worker's ends: with them closed here, its death reads as the end of a pipe.
+            os.close(request_end)
+            os.close(result_end)
+        self._requests = Connection(requests, readable=False)
+        self._results = Connection(results, writable=False)
+        self._outstanding: deque[int] = deque()  # steps sent and not answered, oldest first
+        self._send((env_kwargs, epsilon, frames, rng, device), step=None)
+
+    def submit(self, step: int, agent_file: Path) -> None:
+        self._send(str(agent_file), step)
+        self._outstanding.append(step)
+
+    def _send(self, message, step: int | None) -> None:
+        try:
+            self._requests.send(message)
+        except OSError:  # the worker is gone, and its end of the pipe with it
+            raise self._died(step) from None
+
+    def played(self, timeout: float = 0.0) -> list[Played]:
+        """The answers that arrived, in request order, waiting up to `timeout` seconds for the
+        first; a failure or the worker's death is an EvaluationWorkerError."""
+        answers = []
+        while self._outstanding and self._results.poll(0.0 if answers else timeout):
+            step = self._outstanding[0]
+            try:
+                answer = self._results.recv()
+            except EOFError:
+                raise self._died(step) from None
+            if isinstance(answer, Failed):
+                raise EvaluationWorkerError(
+                    f"the periodic test at step {step} failed in the evaluation worker: "
+                    f"{answer.message}"
+                )
+            self._outstanding.popleft()
+            answers.append(answer)
+        return answers
+
+    def _died(self, step: int | None) -> EvaluationWorkerError:
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is None:
+            how = "it stopped answering"
+        elif code < 0:
+            how = f"killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exit status {code}"
+        test = "" if step is None else f" before finishing the periodic test at step {step}"
+        return EvaluationWorkerError(f"the evaluation worker died ({how}){test}")
+
+    def close(self) -> None:
+        """End the worker now; a test it was playing is simply not answered. It holds nothing
+        that must be saved (the training process writes every file), so it is killed."""
+        self._requests.close()
+        self._results.close()
+        self.process.kill()
+        self.process.wait()
+
+
+def serve(requests: int, results: int, parent: int) -> None:
+    """The worker (`WORKER_COMMAND`): the settings first, then agent files to test, from the
+    pipe `requests`; answers into `results`; until the training process (pid `parent`) closes
+    its ends or dies."""
+    requests, results = Connection(requests, writable=False), Connection(results, readable=False)
+    torch.set_num_threads(1)
+
+    def orphaned() -> bool:
+        return os.getppid() != parent
+
+    try:
+        env_kwargs, epsilon, frames, rng, device = requests.recv()
+        while True:
+            agent_file = requests.recv()
+            try:
+                agent, _ = load_agent_snapshot(agent_file, device)
+                result = play_test(
+                    agent,
+                    env_kwargs,
+                    rng=rng,
+                    epsilon=epsilon,
+                    frames=frames,
+                    stop_requested=orphaned,
+                )
+            except Interrupted:
+                return
+            except Exception as error:
+                results.send(Failed(_one_line(error)))
+                return
+            results.send(Played(result, rng.bit_generator.state))
+    except (EOFError, BrokenPipeError):
+        return  # the training process closed its ends, or is gone
+
+
+def _one_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
