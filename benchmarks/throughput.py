@@ -9,13 +9,13 @@ The run is built as train.py builds it (Hydra compose of configs/, `train.build`
 are timed by wrapping the components' methods in this process (COMPONENTS); bookkeeping is
 the rest (frame stack, schedules, logging, the loop, ~1 µs of wrappers). Evaluation: one
 short periodic test after the window, its playing time scaled to the config's cadence (with
-`evaluation.worker=true`, the default, only what the training process pays: saving the agent
-for the worker, which plays on another core). No
-checkpoint is written (benchmarks/checkpoint.py times them). The ceiling: the same loop with
-a trivial network. On CUDA (and in pipelined mode) an update runs while the host goes
-on: "waiting for the update" is the time the host spent blocked on it; acting waits for its
-own action. `--sync` adds `torch.cuda.synchronize()` around every timed call (serialized
-costs, and a slower loop). Prints tables, asserts nothing.
+`evaluation.worker=true`, the default, only what the training process pays: saving the
+agent for the worker, which plays on another core). No checkpoint is written
+(benchmarks/checkpoint.py times them). The ceiling: the same loop with a trivial network.
+On CUDA (and in pipelined mode) an update runs while the host goes on: "waiting for the
+update" is the time the host spent blocked on it; acting waits for its own action. `--sync`
+adds `torch.cuda.synchronize()` around every timed call (serialized costs, and a slower
+loop). Prints tables, asserts nothing.
 """
 
 import argparse
