@@ -43,7 +43,7 @@ from training.run_guard import (
     lock_run_directory,
     torch_threads,
 )
-from training.run_state import check_resumable
+from training.run_state import check_resumable, threads_run_with
 from training.validation import validate_config
 
 # `hydra.run.dir` is the resumed run's directory when `resume` is set.
@@ -142,7 +142,7 @@ def main(cfg: DictConfig) -> None:
     cfg, checkpoints, checkpoint = prepare(cfg, run_dir)
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
-    torch.set_num_threads(torch_threads(cfg.threads))
+    torch.set_num_threads(torch_threads(cfg.threads, threads_run_with(checkpoint)))
     try:
         parts = build(cfg)
     except ValueError as error:  # a component refused its arguments (a new sampler's, say)

@@ -29,14 +29,18 @@ def check_command_line(arguments: list[str]) -> None:
             raise RunDirectoryError(f"{key}={value} cannot be used: {reason}")
 
 
-def torch_threads(setting) -> int:
-    """torch's CPU thread count: a number, or `auto`: OMP_NUM_THREADS where set, else every
-    core this process may use (at most 8). On this project's idle 2-core machine two threads
-    ran the learning phase 1.65x as fast as one (benchmarks/throughput.py, README); on a busy
-    one they can be twice as slow (a 2,000-step demo took 105 s with two, 44 s with one), which
-    is what OMP_NUM_THREADS or `threads=1` is for."""
+def torch_threads(setting, resumed_with: int | None = None) -> int:
+    """torch's CPU thread count: a number, or `auto`: the count a resumed run ran with
+    (`resumed_with`, from its checkpoint: a resume is bit-identical only with it), else
+    OMP_NUM_THREADS where set, else every core this process may use (at most 8). On this
+    project's idle 2-core machine two threads ran the learning phase 1.65x as fast as one
+    (benchmarks/throughput.py, README); on a busy one they can be twice as slow (a 2,000-step
+    demo took 105 s with two, 44 s with one), which is what OMP_NUM_THREADS or `threads=1` is
+    for."""
     if setting != "auto":
         return int(setting)
+    if resumed_with is not None:
+        return resumed_with
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():
         return max(1, int(os.environ["OMP_NUM_THREADS"]))
     return max(1, min(8, len(os.sched_getaffinity(0))))

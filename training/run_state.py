@@ -1,6 +1,7 @@
 """A run's complete state between two steps, as plain data for a checkpoint, and back."""
 
 import dataclasses
+import os
 from types import SimpleNamespace
 
 import torch
@@ -59,10 +60,24 @@ def capture_run_state(training) -> dict:
         "replay": parts.replay.state_dict(),
         "rngs": {name: rng.bit_generator.state for name, rng in parts.rngs.items()},
         "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
+        "torch_threads": torch.get_num_threads(),  # `threads: auto` resumes with it
         "learning": _learning_in_flight(training),
         "progress": training.progress.state_dict(),
         **training.periodic_test.state_dict(),  # its best score and pending tests
     }
+
+
+def threads_run_with(checkpoint: dict | None) -> int | None:
+    """The torch thread count of the run a checkpoint belongs to (None: a fresh run).
+    Checkpoints from before the record ran `threads: auto` as OMP_NUM_THREADS where set, else
+    half the cores (at most 8), which is what they resume with."""
+    if checkpoint is None:
+        return None
+    recorded = checkpoint["state"].get("torch_threads")
+    if recorded is not None:
+        return int(recorded)
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return max(1, int(omp)) if omp.isdigit() else max(1, min(8, len(os.sched_getaffinity(0)) // 2))
 
 
 def restore_run_state(training, state: dict) -> None:

@@ -24,3 +24,20 @@ def test_directory_arguments_that_cannot_be_used_are_refused(tmp_path):
         check_command_line([f"resume={tmp_path}/a_file/run"])
     check_command_line([f"hydra.run.dir={tmp_path}/new/run"])  # creatable: fine
     check_command_line(["--help", f"hydra.run.dir={tmp_path}/a_file"])  # Hydra writes nothing
+
+
+def test_a_resumed_run_keeps_the_thread_count_it_ran_with(monkeypatch):
+    """`auto` resumes with the checkpoint's count (a bit-identical resume needs it, whatever
+    the machine); a number given on the command line wins. Checkpoints from before the record
+    ran `auto` as half the cores."""
+    from training.run_state import threads_run_with
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert torch_threads("auto", resumed_with=2) == 2
+    assert torch_threads(5, resumed_with=2) == 5
+    assert threads_run_with(None) is None
+    assert threads_run_with({"state": {"torch_threads": 4}}) == 4
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
+    assert threads_run_with({"state": {}}) == 3
+    assert torch_threads("auto", threads_run_with(None)) == 6
