@@ -298,14 +298,18 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_intermixed_args()
 
 
-def header(cfg, args, overrides: list[str], loads: list) -> str:
+def device_description(cfg) -> str:
     device = double_dqn.resolve_device(cfg.agent.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU"
+    return f"{device} ({name}, {os.cpu_count()} CPU cores)"
+
+
+def header(cfg, args, overrides: list[str], loads: list) -> str:
     load = ", ".join(" ".join(f"{x:.2f}" for x in each) for each in loads)
     memory = "filled by the warm-up only" if args.no_prefill else "prefilled"
     reduced = "" if cfg.replay.capacity >= 1_000_000 else " (reduced: the paper's is 1,000,000)"
     return (
-        f"device {device} ({name}, {os.cpu_count()} CPU cores), torch {torch.__version__}, "
+        f"device {device_description(cfg)}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), --sync {'on' if args.sync else 'off'}; "
         f"load average {load} (before, after)\n"
         f"overrides: {' '.join(overrides)}\n"
@@ -356,7 +360,8 @@ def main() -> None:
     loads.append(os.getloadavg())
     print(header(cfg, args, overrides, loads) + "\n" + tables(passes))
     if args.json:
-        record = {"overrides": overrides, "load": loads, "args": vars(args), "passes": passes}
+        record = {"device": device_description(cfg), "overrides": overrides, "load": loads}
+        record |= {"args": vars(args), "passes": passes}
         args.json.write_text(json.dumps(record, indent=2, default=str) + "\n")
 
 
