@@ -26,15 +26,23 @@ COMMANDS_HELP = """other commands (each has its own --help):
 
 
 def _parser(command: str, doc: str, **kwargs) -> argparse.ArgumentParser:
-    return OneLineParser(prog=f"python -m reporting{command}", description=doc,
-                         formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    return OneLineParser(
+        prog=f"python -m reporting{command}",
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
 
 
 def sweep_main(argv) -> Path:
     parser = _parser("", __doc__, epilog=COMMANDS_HELP)
     parser.add_argument("multirun_dir", type=Path, help="a Hydra sweep directory (or one run)")
-    parser.add_argument("--out", type=output_directory, default=None,
-                        help="where the report goes (default: MULTIRUN_DIR/report)")
+    parser.add_argument(
+        "--out",
+        type=output_directory,
+        default=None,
+        help="where the report goes (default: MULTIRUN_DIR/report)",
+    )
     args = parser.parse_args(argv)
     if not args.multirun_dir.is_dir():
         parser.error(f"{args.multirun_dir} is not a directory")
@@ -53,8 +61,7 @@ def sweep_main(argv) -> Path:
 def export_main(argv) -> list[Path]:
     parser = _parser(" export", export.__doc__)
     parser.add_argument("runs", type=Path, nargs="+", help="run or multirun directories")
-    parser.add_argument("--out", type=output_directory, required=True,
-                        help="the results directory")
+    parser.add_argument("--out", type=output_directory, required=True, help="the results directory")
     args = parser.parse_args(argv)
     try:
         written, notes = export.export_runs(args.runs, args.out)
@@ -69,8 +76,12 @@ def export_main(argv) -> list[Path]:
 def published_main(argv) -> Path:
     parser = _parser(" published", published.__doc__)
     parser.add_argument("results_dir", type=Path, help="a directory of exported runs")
-    parser.add_argument("--out", type=output_directory, default=None,
-                        help="where the report goes (default: RESULTS_DIR/report)")
+    parser.add_argument(
+        "--out",
+        type=output_directory,
+        default=None,
+        help="where the report goes (default: RESULTS_DIR/report)",
+    )
     args = parser.parse_args(argv)
     out = args.out or output_directory_or_exit(parser, args.results_dir / "report")
     try:

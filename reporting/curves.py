@@ -86,8 +86,9 @@ class LearningSpeed:
     mean_equivalence: float | None
 
 
-def learning_speed(medians: dict[tuple[str, str], np.ndarray],
-                   random_scores: dict[str, float]) -> list[LearningSpeed]:
+def learning_speed(
+    medians: dict[tuple[str, str], np.ndarray], random_scores: dict[str, float]
+) -> list[LearningSpeed]:
     """Figure 4 from the per-(game, kind) median curves.
 
     Per game the baseline is the uniform variant's median curve: its maximum is 100 % for the
@@ -105,11 +106,23 @@ def learning_speed(medians: dict[tuple[str, str], np.ndarray],
         games = sorted(g for g, k in medians if k == kind and g in baselines)
         if not games:
             continue
-        best = [normalized(running_max(medians[g, kind]), random_scores[g], baselines[g][0])
-                for g in games]
-        mean = [normalized(running_mean(medians[g, kind]), random_scores[g], baselines[g][1])
-                for g in games]
+        best = [
+            normalized(running_max(medians[g, kind]), random_scores[g], baselines[g][0])
+            for g in games
+        ]
+        mean = [
+            normalized(running_mean(medians[g, kind]), random_scores[g], baselines[g][1])
+            for g in games
+        ]
         best_curve, mean_curve = median(best), median(mean)
-        speeds.append(LearningSpeed(kind, len(games), best_curve, mean_curve,
-                                    equivalence_point(best_curve), equivalence_point(mean_curve)))
+        speeds.append(
+            LearningSpeed(
+                kind,
+                len(games),
+                best_curve,
+                mean_curve,
+                equivalence_point(best_curve),
+                equivalence_point(mean_curve),
+            )
+        )
     return speeds

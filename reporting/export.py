@@ -24,8 +24,14 @@ from reporting.runs import EPISODE_TAG, EVAL_TAG, read_events, scalars_of, texts
 
 EVALUATIONS = "evaluations.csv"
 TRAINING_RETURNS = "training_returns.csv"
-EVALUATION_COLUMNS = ("step", "frames", "episodes", "mean_score", "normalized_score",
-                      "episode_scores")
+EVALUATION_COLUMNS = (
+    "step",
+    "frames",
+    "episodes",
+    "mean_score",
+    "normalized_score",
+    "episode_scores",
+)
 RETURN_COLUMNS = ("step", "frames", "return")
 EPISODES_TAG = "eval/episodes"
 EPISODE_SCORES_TAG = "eval/episode_scores"  # a text summary: the scores as a JSON list
@@ -70,17 +76,25 @@ def evaluation_rows(info: RunDirectory, scalars: dict, texts: dict) -> list[tupl
     for step, mean in zip(steps, means, strict=True):
         count = episodes.get(step)
         listed = json.loads(scores[step]) if step in scores else []
-        rows.append((str(step), str(step * info.frame_skip),
-                     "" if count is None else str(int(count)), number(mean),
-                     number(normalized_score(mean, info.game, "noop")),
-                     " ".join(number(score) for score in listed)))
+        rows.append(
+            (
+                str(step),
+                str(step * info.frame_skip),
+                "" if count is None else str(int(count)),
+                number(mean),
+                number(normalized_score(mean, info.game, "noop")),
+                " ".join(number(score) for score in listed),
+            )
+        )
     return rows
 
 
 def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
     steps, returns = scalars.get(EPISODE_TAG, ((), ()))
-    return [(str(step), str(step * info.frame_skip), number(value))
-            for step, value in zip(steps, returns, strict=True)]
+    return [
+        (str(step), str(step * info.frame_skip), number(value))
+        for step, value in zip(steps, returns, strict=True)
+    ]
 
 
 def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
@@ -88,18 +102,23 @@ def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
     once, however many of `paths` hold it. Earlier exports below `out` are not runs."""
     infos = {}
     for path in paths:
-        found = [info for info in (find_runs(path) if Path(path).is_dir() else [])
-                 if Path(out).resolve() not in info.path.resolve().parents]
+        found = [
+            info
+            for info in (find_runs(path) if Path(path).is_dir() else [])
+            if Path(out).resolve() not in info.path.resolve().parents
+        ]
         if not found:
-            raise ExportError(f"{path} holds no run: no config.yaml with a replay.kind below it"
-                              " (outside --out)")
+            raise ExportError(
+                f"{path} holds no run: no config.yaml with a replay.kind below it (outside --out)"
+            )
         infos.update((info.path.resolve(), info) for info in found)
     exports, notes = [], []
     for info in infos.values():
         events = read_events(info.tensorboard)
         scalars = scalars_of(events)
-        export = Export(info, evaluation_rows(info, scalars, texts_of(events)),
-                        return_rows(info, scalars))
+        export = Export(
+            info, evaluation_rows(info, scalars, texts_of(events)), return_rows(info, scalars)
+        )
         if export.evaluations or export.returns:
             exports.append(export)
         else:
@@ -116,13 +135,17 @@ def check_destinations(exports: Sequence[Export], out: Path) -> None:
     for export in exports:
         destination = export.destination(out)
         if destination in claimed:
-            raise ExportError(f"{claimed[destination].info.path} and {export.info.path} would "
-                              f"both be exported to {destination}; export them to separate --out")
+            raise ExportError(
+                f"{claimed[destination].info.path} and {export.info.path} would "
+                f"both be exported to {destination}; export them to separate --out"
+            )
         claimed[destination] = export
         config = destination / CONFIG
         if config.exists() and config.read_bytes() != export.info.config_file.read_bytes():
-            raise ExportError(f"{destination} holds the export of a run with another config; "
-                              "delete it or choose another --out")
+            raise ExportError(
+                f"{destination} holds the export of a run with another config; "
+                "delete it or choose another --out"
+            )
         reason = unwritable_reason(destination)
         if reason is not None:
             raise ExportError(f"cannot write {destination}: {reason}")

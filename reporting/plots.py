@@ -18,8 +18,11 @@ if TYPE_CHECKING:  # published.py draws with this module: no import cycle at run
 
 # The paper's colours: black uniform, red rank-based, blue proportional.
 COLOURS = {"uniform": "black", "rank_based": "red", "proportional": "blue"}
-LABELS = {"uniform": "uniform (Double DQN)", "rank_based": "rank-based",
-          "proportional": "proportional"}
+LABELS = {
+    "uniform": "uniform (Double DQN)",
+    "rank_based": "rank-based",
+    "proportional": "proportional",
+}
 DOPAMINE_COLOURS = {"DQN": "darkorange", "Rainbow": "purple"}
 
 
@@ -56,8 +59,9 @@ def _band(axes, band: "Band", colour: str, label: str, **line) -> None:
     axes.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
 
 
-def plot_published(variants: Sequence["Variant"], dopamine: Mapping[str, "Band"],
-                   path: Path) -> None:
+def plot_published(
+    variants: Sequence["Variant"], dopamine: Mapping[str, "Band"], path: Path
+) -> None:
     """One game: each variant's periodic-test score (median, min–max band over runs) and
     Dopamine's published curves dashed, against frames."""
     figure = Figure(figsize=(7, 4.5), dpi=100)
@@ -67,8 +71,14 @@ def plot_published(variants: Sequence["Variant"], dopamine: Mapping[str, "Band"]
         _band(axes, variant.band, _colour(variant.kind), label, marker=".")
     for agent, band in dopamine.items():
         # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
-        _band(axes, band, DOPAMINE_COLOURS[agent], f"Dopamine {agent} (training returns, "
-              "sticky actions; reference only)", linestyle="--", marker="x")
+        _band(
+            axes,
+            band,
+            DOPAMINE_COLOURS[agent],
+            f"Dopamine {agent} (training returns, sticky actions; reference only)",
+            linestyle="--",
+            marker="x",
+        )
     random_score, _ = reference_scores(variants[0].game, "noop")
     axes.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
     axes.set_title(f"{resolve_game(variants[0].game).name}: periodic test (no-op starts)")
@@ -86,19 +96,26 @@ def plot_learning_speed(report: Report, path: Path) -> None:
     figure = Figure(figsize=(10, 4), dpi=100)
     panels = figure.subplots(1, 2, sharey=True)
     x = 100 * curves.fractions(report.bins)
-    for axes, field, title in ((panels[0], "best", "maximum score so far"),
-                               (panels[1], "mean", "mean score so far")):
+    for axes, field, title in (
+        (panels[0], "best", "maximum score so far"),
+        (panels[1], "mean", "mean score so far"),
+    ):
         for speed in report.speeds:
             curve = getattr(speed, f"{field}_so_far")
             point = getattr(speed, f"{field}_equivalence")
-            axes.plot(x, 100 * curve, color=_colour(speed.kind),
-                      label=f"{LABELS.get(speed.kind, speed.kind)}"
-                      + (f" (100 % at {100 * point:.0f} %)" if point is not None else ""))
+            axes.plot(
+                x,
+                100 * curve,
+                color=_colour(speed.kind),
+                label=f"{LABELS.get(speed.kind, speed.kind)}"
+                + (f" (100 % at {100 * point:.0f} %)" if point is not None else ""),
+            )
             if point is not None and speed.kind != curves.UNIFORM:
                 axes.axvline(100 * point, color=_colour(speed.kind), linestyle="--", linewidth=1)
         axes.axhline(100, color="grey", linewidth=0.8)
-        axes.set_title(f"{title} (median over {max(s.games for s in report.speeds)} games)",
-                       fontsize=10)
+        axes.set_title(
+            f"{title} (median over {max(s.games for s in report.speeds)} games)", fontsize=10
+        )
         axes.set_xlabel("training (%)")
         axes.grid(True, alpha=0.3)
         axes.legend(fontsize=8)
@@ -113,8 +130,9 @@ def plot_all(report: Report, out: Path) -> list[str]:
     ylabel = "test score (no-op starts)" if report.tag == "eval/score" else "training return"
     for game in sorted({g.game for g in report.groups}):
         name = f"learning_curves_{game}.png"
-        plot_learning_curves([g for g in report.groups if g.game == game], report.bins, ylabel,
-                             out / name)
+        plot_learning_curves(
+            [g for g in report.groups if g.game == game], report.bins, ylabel, out / name
+        )
         names.append(name)
     if report.speeds:
         plot_learning_speed(report, out / "learning_speed.png")

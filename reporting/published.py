@@ -44,8 +44,10 @@ class Band:
         return Band(self.frames[keep], self.median[keep], self.low[keep], self.high[keep])
 
     def cell(self, index: int) -> str:
-        return (f"{format_score(self.median[index])} [{format_score(self.low[index])}, "
-                f"{format_score(self.high[index])}]")
+        return (
+            f"{format_score(self.median[index])} [{format_score(self.low[index])}, "
+            f"{format_score(self.high[index])}]"
+        )
 
 
 @functools.cache
@@ -55,8 +57,12 @@ def dopamine_curves() -> dict[tuple[str, str], Band]:
     rows: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     for row in csv.DictReader(text.splitlines()):
         key = (resolve_game(row["game"]).rom_id, row["agent"])
-        rows.setdefault(key, []).append(tuple(float(row[column]) for column in (
-            "frames", "median_return", "min_return", "max_return")))
+        rows.setdefault(key, []).append(
+            tuple(
+                float(row[column])
+                for column in ("frames", "median_return", "min_return", "max_return")
+            )
+        )
     return {key: Band(*np.array(sorted(points)).T) for key, points in rows.items()}
 
 
@@ -112,17 +118,22 @@ def group_variants(runs: Sequence[ResultRun]) -> list[Variant]:
     groups: dict[tuple[str, str], list[ResultRun]] = {}
     for run in sorted(runs, key=lambda run: (run.info.seed, str(run.info.path))):
         groups.setdefault((run.info.game, run.info.kind), []).append(run)
-    return [Variant(game, kind, tuple(members), band_over_runs(members),
-                    last_shared_frames(members))
-            for (game, kind), members in sorted(groups.items(),
-                                                key=lambda i: (i[0][0], kind_key(i[0][1])))]
+    return [
+        Variant(game, kind, tuple(members), band_over_runs(members), last_shared_frames(members))
+        for (game, kind), members in sorted(
+            groups.items(), key=lambda i: (i[0][0], kind_key(i[0][1]))
+        )
+    ]
 
 
 def dopamine_at(game: str, frames: int) -> tuple[int | None, dict[str, Band]]:
     """(Dopamine's last frame count ≤ `frames`, each agent's curve up to it); (None, {}) for a
     game Dopamine did not publish or a run shorter than its first point."""
-    curves = {agent: dopamine_curves()[game, agent].until(frames)
-              for agent in DOPAMINE_AGENTS if (game, agent) in dopamine_curves()}
+    curves = {
+        agent: dopamine_curves()[game, agent].until(frames)
+        for agent in DOPAMINE_AGENTS
+        if (game, agent) in dopamine_curves()
+    }
     curves = {agent: band for agent, band in curves.items() if band.frames.size}
     if not curves:
         return None, {}
@@ -146,34 +157,44 @@ def variant_row(variant: Variant) -> str:
         index = int(np.flatnonzero(variant.band.frames == variant.shared)[0])
         at, references = dopamine_at(variant.game, variant.shared)
         score = variant.band.median[index]
-        cells += [count_name(variant.shared), variant.band.cell(index), *random_human,
-                  format_percent(normalized_score(score, variant.game, "noop")),
-                  "–" if at is None else count_name(at),
-                  *(references[a].cell(-1) if a in references else "–" for a in DOPAMINE_AGENTS)]
+        cells += [
+            count_name(variant.shared),
+            variant.band.cell(index),
+            *random_human,
+            format_percent(normalized_score(score, variant.game, "noop")),
+            "–" if at is None else count_name(at),
+            *(references[a].cell(-1) if a in references else "–" for a in DOPAMINE_AGENTS),
+        ]
     return markdown_row(cells)
 
 
-def markdown(results_dir: Path, variants: Sequence[Variant], figures: Sequence[str],
-             notes: Sequence[str]) -> str:
+def markdown(
+    results_dir: Path, variants: Sequence[Variant], figures: Sequence[str], notes: Sequence[str]
+) -> str:
     runs = sum(len(variant.runs) for variant in variants)
     games = len({variant.game for variant in variants})
     lines = [
-        f"# Results beside published curves: `{results_dir}`", "",
+        f"# Results beside published curves: `{results_dir}`",
+        "",
         f"Runs: {runs}; games: {games}. *Score*: the mean score of the periodic test (`eval/score`:"
         " no-op starts, ε-greedy, the run's `evaluation` settings) at *frames*, the last frame "
         "count at which every run of the variant was tested; median [min, max] over the runs. "
         "*Random* and *human*: the no-op reference scores; *normalized*: (median − random) / "
-        "|human − random|.", "",
+        "|human − random|.",
+        "",
         "*Dopamine DQN* and *Rainbow*: the curves google/dopamine published, at their last "
         "point at or before *frames* (*Dopamine at*), median [min, max] over 5 runs. They are "
         "average **training** returns per 1M-frame iteration with sticky actions (p = 0.25) and "
         "no no-op starts: a reference for the order of magnitude a correct agent reaches, not a "
-        "target (reporting/data/README.md). Dopamine published 10 games; – for the others.", "",
+        "target (reporting/data/README.md). Dopamine published 10 games; – for the others.",
+        "",
         "| game | variant | runs (seeds) | budget per run | frames | score | random | human | "
         "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        *map(variant_row, variants), "",
-        "## Figures", "",
+        *map(variant_row, variants),
+        "",
+        "## Figures",
+        "",
         *[f"![{name}]({name})" for name in figures],
     ]
     if notes:
@@ -186,8 +207,10 @@ def build(results_dir: Path, out: Path) -> Path:
     runs, notes = read_results(results_dir)
     if not runs:
         detail = f" ({'; '.join(notes)})" if notes else ""
-        raise ValueError(f"{results_dir} holds no exported run with a periodic test{detail}; "
-                         "export runs with: python -m reporting export RUN_DIR --out DIR")
+        raise ValueError(
+            f"{results_dir} holds no exported run with a periodic test{detail}; "
+            "export runs with: python -m reporting export RUN_DIR --out DIR"
+        )
     variants = group_variants(runs)
     out.mkdir(parents=True, exist_ok=True)
     figures = []

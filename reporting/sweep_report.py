@@ -62,8 +62,15 @@ def group_runs(runs: Sequence[Run], bins: int) -> list[Group]:
     for (game, kind), members in sorted(by_key.items(), key=lambda i: (i[0][0], kind_key(i[0][1]))):
         members.sort(key=lambda run: run.info.seed)
         rows = [curves.binned(r.steps, r.values, r.info.total_steps, bins) for r in members]
-        groups.append(Group(game, kind, tuple(r.info.seed for r in members),
-                            max(r.info.total_steps for r in members), np.array(rows)))
+        groups.append(
+            Group(
+                game,
+                kind,
+                tuple(r.info.seed for r in members),
+                max(r.info.total_steps for r in members),
+                np.array(rows),
+            )
+        )
     return groups
 
 
@@ -106,50 +113,72 @@ def game_rows(report: Report) -> list[str]:
         baseline = uniform_best.get(group.game)
         versus, reaches = None, None
         if baseline is not None and abs(baseline - random_score) > 1e-9:
-            best_so_far = curves.normalized(curves.running_max(group.median), random_score,
-                                            baseline)
+            best_so_far = curves.normalized(
+                curves.running_max(group.median), random_score, baseline
+            )
             versus, reaches = best_so_far[-1], curves.equivalence_point(best_so_far)
-        cells = [game.name, group.kind, str(len(group.seeds)), format_score(final),
-                 format_score(best), *map(format_percent, (*human, versus, reaches))]
+        cells = [
+            game.name,
+            group.kind,
+            str(len(group.seeds)),
+            format_score(final),
+            format_score(best),
+            *map(format_percent, (*human, versus, reaches)),
+        ]
         rows.append(markdown_row(cells))
     return rows
 
 
 def speed_rows(report: Report) -> list[str]:
-    return [f"| {s.kind} | {s.games} | {format_percent(s.best_so_far[-1])} | "
-            f"{format_percent(s.best_equivalence)} | {format_percent(s.mean_so_far[-1])} | "
-            f"{format_percent(s.mean_equivalence)} |" for s in report.speeds]
+    return [
+        f"| {s.kind} | {s.games} | {format_percent(s.best_so_far[-1])} | "
+        f"{format_percent(s.best_equivalence)} | {format_percent(s.mean_so_far[-1])} | "
+        f"{format_percent(s.mean_equivalence)} |"
+        for s in report.speeds
+    ]
 
 
 def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
-    source = ("test evaluations (`eval/score`, no-op starts, ε 0.01)" if report.tag == EVAL_TAG
-              else "training episode returns (`episode/return`: no test evaluation was logged)")
+    source = (
+        "test evaluations (`eval/score`, no-op starts, ε 0.01)"
+        if report.tag == EVAL_TAG
+        else "training episode returns (`episode/return`: no test evaluation was logged)"
+    )
     seeds = sorted({len(g.seeds) for g in report.groups})
     lines = [
-        f"# Sweep report: `{multirun_dir}`", "",
+        f"# Sweep report: `{multirun_dir}`",
+        "",
         f"{len(report.groups)} game × variant groups, {'/'.join(map(str, seeds))} seeds each; "
         f"scores are {source}, on {report.bins} points per run (fractions of its training).",
         "Human-normalized: (score − random) / |human − random| with the no-op reference "
         "scores; *vs uniform*: the same with the best score of the uniform median curve as "
-        "reference (the paper's Figure 4 baseline).", "",
-        "## Per game", "",
+        "reference (the paper's Figure 4 baseline).",
+        "",
+        "## Per game",
+        "",
         "| game | variant | seeds | final score | best score | final, human-norm. | "
         "best, human-norm. | best vs uniform | reaches uniform's best at |",
         "|---|---|---|---|---|---|---|---|---|",
-        *game_rows(report), "",
+        *game_rows(report),
+        "",
         "*final*: median over seeds of the last point; *best*: median over seeds of each "
         "seed's best point; *best vs uniform* and *reaches …*: the median curve's best so far, "
-        "and the first fraction of training where it matches the uniform median's best.", "",
-        "## Learning speed (Figure 4)", "",
+        "and the first fraction of training where it matches the uniform median's best.",
+        "",
+        "## Learning speed (Figure 4)",
+        "",
         "Median over games of the baseline-normalized best-so-far score (left panel) and "
         "mean-so-far score (right panel; baseline: the uniform median's mean over training); "
         "*reaches 100 %* is the fraction of training where a variant matches uniform Double "
-        "DQN (the paper: 47 % rank-based, 38 % proportional on the left; 41 %, 43 % right).", "",
+        "DQN (the paper: 47 % rank-based, 38 % proportional on the left; 41 %, 43 % right).",
+        "",
         "| variant | games | best so far, at the end | reaches 100 % | mean so far, at the end "
         "| reaches 100 % |",
         "|---|---|---|---|---|---|",
-        *(speed_rows(report) or ["| – | no game has a uniform baseline | | | | |"]), "",
-        "## Figures", "",
+        *(speed_rows(report) or ["| – | no game has a uniform baseline | | | | |"]),
+        "",
+        "## Figures",
+        "",
         *[f"![{name}]({name})" for name in figures],
     ]
     if report.notes:

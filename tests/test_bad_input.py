@@ -288,9 +288,7 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(outcomes, case):
     ],
     ids=["unknown group option", "unknown key"],
 )
-def test_hydra_refuses_unknown_options_and_keys_before_creating_anything(
-    tmp_path, argument, lines
-):
+def test_hydra_refuses_unknown_options_and_keys_before_creating_anything(tmp_path, argument, lines):
     """Hydra's own messages, before `main` runs: several lines, exit code 1."""
     result = train(argument, f"hydra.run.dir={tmp_path}/new/run")
     assert result.returncode == 1

@@ -14,23 +14,45 @@ from reporting.published import dopamine_curves
 # Run 0 of 2M frames is tested at 1M, 1.5M and 2M frames; run 1 of 1.5M frames at 1M and 1.5M,
 # without the per-episode text summary; an Alien run is tested once.
 RUNS = {
-    "pong_prop_0": dict(game="Pong", kind="proportional", seed=0, total_steps=500_000,
-                        evaluations=[(250_000, -20.0, "[-21.0, -19.0]"),
-                                     (375_000, -17.0, "[-18.0, -17.0, -16.0]"),
-                                     (500_000, -15.0, "[-15.0]")],
-                        returns=[(1_000, -21.0), (2_500, -20.0)]),
-    "pong_prop_1": dict(game="pong", kind="proportional", seed=1, total_steps=375_000,
-                        evaluations=[(250_000, -19.5, None), (375_000, -16.0, None)],
-                        returns=[(900, -21.0)]),
-    "alien_uniform_3": dict(game="ALE/Alien-v5", kind="uniform", seed=3, total_steps=1_000,
-                            evaluations=[(500, 300.0, "[300.0]")], returns=[]),
+    "pong_prop_0": dict(
+        game="Pong",
+        kind="proportional",
+        seed=0,
+        total_steps=500_000,
+        evaluations=[
+            (250_000, -20.0, "[-21.0, -19.0]"),
+            (375_000, -17.0, "[-18.0, -17.0, -16.0]"),
+            (500_000, -15.0, "[-15.0]"),
+        ],
+        returns=[(1_000, -21.0), (2_500, -20.0)],
+    ),
+    "pong_prop_1": dict(
+        game="pong",
+        kind="proportional",
+        seed=1,
+        total_steps=375_000,
+        evaluations=[(250_000, -19.5, None), (375_000, -16.0, None)],
+        returns=[(900, -21.0)],
+    ),
+    "alien_uniform_3": dict(
+        game="ALE/Alien-v5",
+        kind="uniform",
+        seed=3,
+        total_steps=1_000,
+        evaluations=[(500, 300.0, "[300.0]")],
+        returns=[],
+    ),
 }
 
 
 def write_run(run_dir: Path, game, kind, seed, total_steps, evaluations, returns) -> None:
     run_dir.mkdir(parents=True)
-    config = {"seed": seed, "env": {"game": game, "frame_skip": 4}, "replay": {"kind": kind},
-              "train": {"total_steps": total_steps}}
+    config = {
+        "seed": seed,
+        "env": {"game": game, "frame_skip": 4},
+        "replay": {"kind": kind},
+        "train": {"total_steps": total_steps},
+    }
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
     (run_dir / "agent_best.pt").write_bytes(b"not exported")
     writer = SummaryWriter(str(run_dir / "tensorboard"))
@@ -60,9 +82,15 @@ def files_below(root: Path) -> list[str]:
 def test_export_writes_small_files_with_the_logged_numbers(multirun, tmp_path):
     main(["export", str(multirun), "--out", str(tmp_path / "results")])
     results = tmp_path / "results"
-    assert files_below(results) == [f"{run}/{name}" for run in (
-        "alien/uniform/seed3_4k", "pong/proportional/seed0_2M", "pong/proportional/seed1_1500k")
-        for name in ("config.yaml", "evaluations.csv", "training_returns.csv")]
+    assert files_below(results) == [
+        f"{run}/{name}"
+        for run in (
+            "alien/uniform/seed3_4k",
+            "pong/proportional/seed0_2M",
+            "pong/proportional/seed1_1500k",
+        )
+        for name in ("config.yaml", "evaluations.csv", "training_returns.csv")
+    ]
     run = results / "pong/proportional/seed0_2M"
     assert (run / "config.yaml").read_bytes() == (multirun / "pong_prop_0/config.yaml").read_bytes()
     # normalized: (−20 + 20.7) / 35.3, (−17 + 20.7) / 35.3, (−15 + 20.7) / 35.3
@@ -70,16 +98,20 @@ def test_export_writes_small_files_with_the_logged_numbers(multirun, tmp_path):
         "step,frames,episodes,mean_score,normalized_score,episode_scores\n"
         "250000,1000000,2,-20,0.019830028,-21 -19\n"
         "375000,1500000,3,-17,0.10481586,-18 -17 -16\n"
-        "500000,2000000,1,-15,0.16147308,-15\n")
+        "500000,2000000,1,-15,0.16147308,-15\n"
+    )
     assert (run / "training_returns.csv").read_text() == (
-        "step,frames,return\n1000,4000,-21\n2500,10000,-20\n")
+        "step,frames,return\n1000,4000,-21\n2500,10000,-20\n"
+    )
     # Without the text summary (and eval/episodes), those cells are empty.
     assert (results / "pong/proportional/seed1_1500k/evaluations.csv").read_text() == (
         "step,frames,episodes,mean_score,normalized_score,episode_scores\n"
         "250000,1000000,,-19.5,0.033994336,\n"
-        "375000,1500000,,-16,0.13314448,\n")
+        "375000,1500000,,-16,0.13314448,\n"
+    )
     assert (results / "alien/uniform/seed3_4k/training_returns.csv").read_text() == (
-        "step,frames,return\n")
+        "step,frames,return\n"
+    )
 
 
 def test_report_beside_dopamine_at_the_last_shared_frame_count(multirun, tmp_path):
@@ -91,12 +123,16 @@ def test_report_beside_dopamine_at_the_last_shared_frame_count(multirun, tmp_pat
     # (−17 − 16) / 2 = −16.5, normalized (−16.5 + 20.7) / 35.3 = 11.9 %. Dopamine's last point
     # at or before 1.5M is its 1M one: DQN −20.33 [−20.56, −20.18], Rainbow −20.42
     # [−20.48, −20.35].
-    assert ("| Pong | proportional | 2 (0, 1) | 1500k frames (375k steps); 2M frames (500k steps) "
-            "| 1500k | -16.5 [-17.0, -16.0] | -20.7 | 14.6 | 11.9 % | 1M | "
-            "-20.3 [-20.6, -20.2] | -20.4 [-20.5, -20.4] |") in text
+    assert (
+        "| Pong | proportional | 2 (0, 1) | 1500k frames (375k steps); 2M frames (500k steps) "
+        "| 1500k | -16.5 [-17.0, -16.0] | -20.7 | 14.6 | 11.9 % | 1M | "
+        "-20.3 [-20.6, -20.2] | -20.4 [-20.5, -20.4] |"
+    ) in text
     # Alien: (300 − 227.8) / (7127.7 − 227.8) = 1.0 %; Dopamine has no Alien curve.
-    assert ("| Alien | uniform | 1 (3) | 4k frames (1k steps) | 2k | 300.0 [300.0, 300.0] | "
-            "227.8 | 7127.7 | 1.0 % | – | – | – |") in text
+    assert (
+        "| Alien | uniform | 1 (3) | 4k frames (1k steps) | 2k | 300.0 [300.0, 300.0] | "
+        "227.8 | 7127.7 | 1.0 % | – | – | – |"
+    ) in text
     for game in ("alien", "pong"):
         assert (tmp_path / "report" / f"published_{game}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"![published_{game}.png](published_{game}.png)" in text
@@ -157,7 +193,16 @@ def test_the_report_refuses_a_directory_without_exported_runs(multirun, tmp_path
 
 def test_dopamine_game_names_resolve_to_rom_ids():
     assert sorted({game for game, _ in dopamine_curves()}) == [
-        "asterix", "boxing", "breakout", "enduro", "ms_pacman", "pong", "qbert", "road_runner",
-        "seaquest", "space_invaders"]
+        "asterix",
+        "boxing",
+        "breakout",
+        "enduro",
+        "ms_pacman",
+        "pong",
+        "qbert",
+        "road_runner",
+        "seaquest",
+        "space_invaders",
+    ]
     dqn = dopamine_curves()["ms_pacman", "DQN"]
     assert dqn.frames.size == 199 and dqn.frames[0] == 1_000_000 and dqn.frames[-1] == 199e6

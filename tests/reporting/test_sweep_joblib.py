@@ -28,11 +28,13 @@ TINY = {
 }
 
 
-
-
 def plugin_missing(module: str) -> bool:
-    return subprocess.run([sys.executable, "-c", f"import hydra_plugins.{module}"],
-                          capture_output=True).returncode != 0
+    return (
+        subprocess.run(
+            [sys.executable, "-c", f"import hydra_plugins.{module}"], capture_output=True
+        ).returncode
+        != 0
+    )
 
 
 def launcher_config(preset: str):
@@ -40,23 +42,26 @@ def launcher_config(preset: str):
         return compose("config", [f"hydra/launcher={preset}"], return_hydra_config=True)
 
 
-@pytest.mark.skipif(plugin_missing("hydra_submitit_launcher"),
-                    reason="hydra-submitit-launcher is not installed")
+@pytest.mark.skipif(
+    plugin_missing("hydra_submitit_launcher"), reason="hydra-submitit-launcher is not installed"
+)
 def test_slurm_preset_is_submitit_with_one_gpu_and_requeues():
     launcher = launcher_config("slurm").hydra.launcher
     assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
     assert (launcher.gpus_per_node, launcher.timeout_min, launcher.max_num_timeout) == (1, 1440, 6)
 
 
-@pytest.mark.skipif(plugin_missing("hydra_joblib_launcher"),
-                    reason="hydra-joblib-launcher is not installed")
+@pytest.mark.skipif(
+    plugin_missing("hydra_joblib_launcher"), reason="hydra-joblib-launcher is not installed"
+)
 def test_local_parallel_preset_is_joblib_with_two_jobs():
     launcher = launcher_config("local_parallel").hydra.launcher
     assert launcher._target_.endswith("JoblibLauncher") and launcher.n_jobs == 2
 
 
-@pytest.mark.skipif(plugin_missing("hydra_joblib_launcher"),
-                    reason="hydra-joblib-launcher is not installed")
+@pytest.mark.skipif(
+    plugin_missing("hydra_joblib_launcher"), reason="hydra-joblib-launcher is not installed"
+)
 def test_shared_gpu_preset_runs_eight_jobs_with_their_share_of_the_cores(monkeypatch):
     launcher = launcher_config("shared_gpu").hydra.launcher
     assert launcher._target_.endswith("JoblibLauncher") and launcher.n_jobs == 8
@@ -70,25 +75,33 @@ def test_shared_gpu_preset_runs_eight_jobs_with_their_share_of_the_cores(monkeyp
     assert threads == [max(1, len(os.sched_getaffinity(0)) // 2)] * 2
 
 
-@pytest.mark.skipif(plugin_missing("hydra_joblib_launcher"),
-                    reason="hydra-joblib-launcher is not installed")
+@pytest.mark.skipif(
+    plugin_missing("hydra_joblib_launcher"), reason="hydra-joblib-launcher is not installed"
+)
 def test_joblib_sweep_then_report(tmp_path):
     sweep_dir = tmp_path / "multirun"
     command = [
-        sys.executable, "train.py", "-m", "hydra/launcher=local_parallel",
-        "replay=uniform,proportional", "seed=0,1",
+        sys.executable,
+        "train.py",
+        "-m",
+        "hydra/launcher=local_parallel",
+        "replay=uniform,proportional",
+        "seed=0,1",
         *[f"{key}={value}" for key, value in TINY.items()],
         f"hydra.sweep.dir={sweep_dir}",
         f"hydra.job.config.override_dirname.exclude_keys=[{','.join(TINY)}]",
     ]
     # One torch thread per run: the two parallel runs share two cores.
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     runs = sorted(p.name for p in sweep_dir.iterdir() if p.is_dir())
-    assert runs == ["replay=proportional,seed=0", "replay=proportional,seed=1",
-                    "replay=uniform,seed=0", "replay=uniform,seed=1"]
+    assert runs == [
+        "replay=proportional,seed=0",
+        "replay=proportional,seed=1",
+        "replay=uniform,seed=0",
+        "replay=uniform,seed=1",
+    ]
     for run in runs:
         assert (sweep_dir / run / "config.yaml").is_file()
         assert any((sweep_dir / run / "tensorboard").iterdir())

@@ -235,7 +235,11 @@ def test_a_second_process_in_a_live_run_directory_is_refused_and_changes_nothing
         events = {p.name: p.read_bytes() for p in (run_dir / "tensorboard").glob("events*")}
         second = subprocess.run(
             [sys.executable, "train.py", *ARGUMENTS, f"hydra.run.dir={run_dir}"],
-            cwd=ROOT, env=ENVIRONMENT, capture_output=True, text=True, timeout=300,
+            cwd=ROOT,
+            env=ENVIRONMENT,
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert second.returncode == 2
         assert second.stderr == (
