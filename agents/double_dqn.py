@@ -22,7 +22,9 @@ _ALLOWED_DEVICES = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
 def resolve_device(name: str) -> torch.device:
     """Map the `agent.device` setting to a torch.device: 'auto' is cuda when available, else
-    cpu. Raises a one-line ValueError for unknown names and for CUDA without a usable GPU."""
+    cpu; a CUDA device always gets its index ('cuda' is the current one), since torch's
+    `cuda:0 == cuda` is False and tensors report the index. Raises a one-line ValueError for
+    unknown names and for CUDA without a usable GPU."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cpu":
@@ -36,7 +38,8 @@ def resolve_device(name: str) -> torch.device:
             f"agent.device={name!r} but {available} CUDA device(s) are available; "
             f"use one of {_ALLOWED_DEVICES}"
         )
-    return torch.device(name)
+    index = match.group(1)
+    return torch.device("cuda", int(index) if index else torch.cuda.current_device())
 
 
 class Batch(Protocol):
@@ -193,6 +196,9 @@ class DoubleDQN:
         self._graphs = cuda and cuda_graphs
         self._update = CapturedCall(self._update_step, enabled=self._graphs)
         if cuda:
+            # Streams, events and graph capture without a device argument use the current
+            # device: it must be this one (cuda:N, N > 0, would otherwise sync with cuda:0).
+            torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True  # fixed shapes: the fastest kernels win
             self._staging = PinnedStaging(self.device)
             self._update_stream = torch.cuda.Stream(self.device)
@@ -275,6 +281,9 @@ class DoubleDQN:
                 self._summary_host = torch.empty(summary.shape, pin_memory=True)
             host = self._summary_host
             host.copy_(summary, non_blocking=True)
+            # An eager warm-up's summary was made on another stream: keep its memory until
+            # this stream's copy has read it.
+            summary.record_stream(stream)
             done = torch.cuda.Event()
             done.record()
         if self.behaviour is None:

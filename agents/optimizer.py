@@ -43,6 +43,11 @@ class CenteredRMSProp(torch.optim.Optimizer):
         # Checkpoints from before g and g2 were allocated up front hold them only for the
         # parameters that had had a gradient; zeros are what the others' were.
         super().load_state_dict(state_dict)
+        # torch moves the saved tensors with `.to`, which returns the same tensor when device
+        # and dtype already match: an in-memory state dict would be shared with its source.
+        for state in self.state.values():
+            for key, value in state.items():
+                state[key] = value.clone()
         self._allocate_state()
 
     def _allocate_state(self) -> None:

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -198,3 +200,23 @@ def test_the_lean_env_trains_and_tests_through_the_registry(tmp_path):
     assert [e.step for e in events.Scalars("eval/score")] == [200]
     checkpoint = CheckpointStore(tmp_path / "checkpoints").read_latest()
     assert checkpoint["state"]["identity"]["env.kind"] == "lean_atari"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_run_with_the_learner_and_the_frames_on_the_gpu(pipelined, tmp_path):
+    parts = smoke_run(
+        tmp_path,
+        "agent.device=cuda",
+        "replay.device=cuda",
+        f"agent.pipelined={pipelined}",
+        "replay=proportional",
+        "train.total_steps=800",
+        "train.log_period_steps=100",
+    )
+    storage = parts.replay.storage
+    assert torch.equal(storage.device_frames.cpu(), torch.from_numpy(storage.frames))
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    assert [e.step for e in events.Scalars("eval/score")] == [200, 400, 600, 800]
+    losses = [e.value for e in events.Scalars("train/loss")]
+    assert len(losses) == 8 and np.isfinite(losses).all()

@@ -112,6 +112,22 @@ def test_state_dict_round_trip_continues_identically():
     torch.testing.assert_close(first, second, rtol=0, atol=0)
 
 
+def test_a_state_dict_loaded_in_memory_is_copied_not_shared():
+    """Two optimizers, one loaded from the other's live state dict, step independently."""
+    first = torch.nn.Parameter(torch.tensor(INITIAL))
+    optimizer = CenteredRMSProp([first], lr=0.1)
+    first.grad = torch.tensor(GRADIENTS[0])
+    optimizer.step()
+    second = torch.nn.Parameter(first.detach().clone())
+    restored = CenteredRMSProp([second], lr=0.1)
+    restored.load_state_dict(optimizer.state_dict())
+    before = {key: value.clone() for key, value in restored.state[second].items()}
+    first.grad = torch.tensor(GRADIENTS[1])
+    optimizer.step()
+    for key, value in before.items():
+        torch.testing.assert_close(restored.state[second][key], value, rtol=0, atol=0)
+
+
 def test_parameters_without_gradient_are_untouched_and_closure_is_returned():
     used, unused = (torch.nn.Parameter(torch.ones(2)) for _ in range(2))
     optimizer = CenteredRMSProp([used, unused], lr=0.1)

@@ -149,20 +149,28 @@ def test_add_before_any_episode_is_an_error():
         storage.add(0, 0.0, False, frame(1))
 
 
+CUDA = pytest.param(
+    "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+)
+
+
+@pytest.mark.parametrize("device", ["cpu", CUDA])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_a_copy_of_the_ring_on_the_learners_device_gathers_the_same_states(seed):
+def test_a_copy_of_the_ring_on_the_learners_device_gathers_the_same_states(seed, device):
     """`replay.device`: the frames also live where the learner runs, and states gathered there
     are the host's, episode starts and wrap-around included; a restored storage refreshes its
-    copy. (A CPU tensor stands in for the GPU: the same torch code path.)"""
+    copy. (Without a GPU a CPU tensor stands in for it: the same torch code path.)"""
     host, _ = reference_run(64, 300, seed)
-    mirrored, _ = reference_run(64, 300, seed, device="cpu")
+    mirrored, _ = reference_run(64, 300, seed, device=device)
     slots = np.flatnonzero(host.sampleable)
     expected = stacks(host, slots)
     assert (expected == 0).any() and (expected != 0).any()
-    out = torch.empty((len(slots), H, 1, 1), dtype=torch.uint8)
-    np.testing.assert_array_equal(mirrored.gather_states(slots, out)[:, :, 0, 0].numpy(), expected)
-    restored = FrameStorage(64, H, (1, 1), device="cpu")
+    out = torch.empty((len(slots), H, 1, 1), dtype=torch.uint8, device=device)
+    gathered = mirrored.gather_states(slots, out)[:, :, 0, 0].cpu().numpy()
+    np.testing.assert_array_equal(gathered, expected)
+    restored = FrameStorage(64, H, (1, 1), device=device)
     restored.frames[:] = host.frames  # as the checkpoint store fills it, before the state
     restored.load_state_dict(host.state_dict())
     out.zero_()
-    np.testing.assert_array_equal(restored.gather_states(slots, out)[:, :, 0, 0].numpy(), expected)
+    gathered = restored.gather_states(slots, out)[:, :, 0, 0].cpu().numpy()
+    np.testing.assert_array_equal(gathered, expected)
