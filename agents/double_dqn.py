@@ -200,6 +200,9 @@ class DoubleDQN:
             # device: it must be this one (cuda:N, N > 0, would otherwise sync with cuda:0).
             torch.cuda.set_device(self.device)
             torch.backends.cudnn.benchmark = True  # fixed shapes: the fastest kernels win
+            # The paper's arithmetic is float32: cuDNN's default TF32 convolutions round
+            # inputs to 10-bit mantissas (matmuls already stay float32 by default).
+            torch.backends.cudnn.allow_tf32 = False
             self._staging = PinnedStaging(self.device)
             self._update_stream = torch.cuda.Stream(self.device)
             self._summary_host = torch.empty(0, pin_memory=True)

@@ -70,7 +70,7 @@ def test_command_line_overrides_reach_the_replay_and_agent():
         ("train.learning_start_steps=8", "train.learning_start_steps=8 is not allowed"),
         ("replay.importance_exponent=1.5", "replay.importance_exponent=1.5 is not allowed"),
         ("env.game=pongg", "unknown game 'pongg'"),
-        ("agent.device=cuda", "agent.device"),
+        ("agent.device=cuda:99", "agent.device=.cuda:99. but"),  # also where a GPU is
     ],
 )
 def test_bad_settings_are_one_line_errors_naming_the_key(override, message):
