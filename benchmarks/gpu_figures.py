@@ -2,7 +2,7 @@
 benchmarks/throughput.py process per configuration, then K runs of the paper's config at once on
 the same GPU, and one table.
 
-    python benchmarks/gpu_figures.py --out gpu_figures                # everything (~15 min)
+    python benchmarks/gpu_figures.py --out gpu_figures                # everything
     python benchmarks/gpu_figures.py --out gpu_figures --only exact uniform --concurrent 0
     python benchmarks/gpu_figures.py --table gpu_figures              # the table from saved runs
     python benchmarks/gpu_figures.py --out /tmp/dry --device cpu --capacity 20000 --steps 300 \\
