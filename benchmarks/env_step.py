@@ -6,9 +6,11 @@
 Random actions (one pre-drawn sequence), frame_skip 4. The envs are built once and the rounds
 alternate them, so that a change of machine load hits both; a round times ``--steps`` calls of
 ``step`` (the resets after a game over are not timed). The floor: the same actions on a bare
-ALEInterface, 4 ``act`` calls per step and no screen read. Prints the median and spread per env
-over the rounds, the lean/today ratio from the same run, and the load average before and
-after. Asserts nothing.
+ALEInterface, 4 ``act`` calls per step and no screen read. Then the lean env's own processing,
+each operation alone on its buffers (two RGB screen reads, the maximum, luminance, the area
+resize): what a step costs above the emulator. Prints the median and spread per env over the
+rounds, the lean/today ratio from the same run, and the load average before and after.
+Asserts nothing.
 """
 
 import argparse
@@ -18,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+import cv2
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +51,24 @@ def timed_emulator(ale, ale_actions, frame_skip) -> float:
         if ale.game_over():
             ale.reset_game()
     return (time.perf_counter() - start) / len(ale_actions) * 1e6
+
+
+def processing_costs(env, steps: int) -> dict[str, float]:
+    """µs per step of each operation of the lean env's observation, on its own buffers."""
+    screens, grey, size = env._screens, env._grey, env._size
+    operations = {
+        "2 RGB screen reads": lambda: [env.ale.getScreenRGB(screen) for screen in screens],
+        "maximum of the two": lambda: np.maximum(screens[0], screens[1], out=screens[0]),
+        "luminance": lambda: cv2.cvtColor(screens[0], cv2.COLOR_RGB2GRAY, dst=grey),
+        "area resize to 84x84": lambda: cv2.resize(grey, size, interpolation=cv2.INTER_AREA),
+    }
+    costs = {}
+    for name, operation in operations.items():
+        start = time.perf_counter()
+        for _ in range(steps):
+            operation()
+        costs[name] = (time.perf_counter() - start) / steps * 1e6
+    return costs
 
 
 def main() -> None:
@@ -84,6 +105,9 @@ def main() -> None:
         f"  lean / make_env per round: median {statistics.median(ratios):.3f} "
         f"({', '.join(f'{r:.3f}' for r in ratios)})"
     )
+    print("the lean env's processing, µs per step:")
+    for name, cost in processing_costs(envs["lean"], args.steps).items():
+        print(f"  {name:22s} {cost:7.1f}")
     print(f"load average after: {os.getloadavg()}")
 
 
