@@ -204,7 +204,7 @@ def test_the_lean_env_trains_and_tests_through_the_registry(tmp_path):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("pipelined", [False, True])
-def test_a_run_with_the_learner_and_the_frames_on_the_gpu(pipelined, tmp_path):
+def test_a_run_with_the_learner_and_the_frames_on_cuda(pipelined, tmp_path):
     parts = smoke_run(
         tmp_path,
         "agent.device=cuda",
