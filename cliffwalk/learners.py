@@ -150,18 +150,7 @@ class QLearner:
 
     def update(self, index: int) -> tuple[float, float]:
         """One Q-learning update on memory transition `index`: returns (δ, MSE afterwards)."""
-        m = self.memory
-        delta = _update(
-            self.theta,
-            self.has_bias,
-            m.pair,
-            m.next_state,
-            m.reward,
-            m.terminal,
-            self.gamma,
-            self.step_size,
-            index,
-        )
+        delta = _update(*self._update_arguments(), index)
         self._record(abs(delta), int(abs(delta) > 1.0))
         return delta, _mse(self.theta, self.has_bias, self.q_true)
 
@@ -170,22 +159,22 @@ class QLearner:
 
         Returns the number of updates made if it converged, None if it used them all.
         """
-        m = self.memory
         made, converged, largest, above_one = _replay_sequence(
-            self.theta,
-            self.has_bias,
-            m.pair,
-            m.next_state,
-            m.reward,
-            m.terminal,
-            self.gamma,
-            self.step_size,
+            *self._update_arguments(),
             self.q_true,
             np.ascontiguousarray(indices, dtype=np.int64),
             tolerance,
         )
         self._record(largest, above_one)
         return made if converged else None
+
+    def _update_arguments(self) -> tuple:
+        """What the compiled update kernels read, in their argument order."""
+        m = self.memory
+        return (
+            self.theta, self.has_bias, m.pair, m.next_state, m.reward, m.terminal,
+            self.gamma, self.step_size,
+        )  # fmt: skip
 
     def _record(self, abs_delta: float, above_one: int) -> None:
         self.max_abs_td_error = max(self.max_abs_td_error, float(abs_delta))
