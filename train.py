@@ -22,8 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
 from envs.frame_stack import FrameStack
-from envs.games import resolve_game
-from envs.registry import build_env
+from envs.registry import build_env, environment_kind
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import build_sampler, build_storage
@@ -65,10 +64,12 @@ def build(cfg: DictConfig) -> Components:
     env = build_env(cfg.env, seed=int(env_seed))
     # Runs stored before the priority signal and eviction keys existed: the paper's.
     signal = cfg.replay.get("priority_signal", "td_error")
+    frame_shape = env.observation_space.shape
     agent = DoubleDQN(
         env.action_space.n,
         rng=rngs["agent"],
         batch_size=cfg.train.batch_size,
+        frame_shape=frame_shape,
         # Per-sample gradients on every update: only for the signal that reads them.
         compute_parameter_change_norms=needs_parameter_change_norms(signal),
         **cfg.agent,
@@ -78,7 +79,7 @@ def build(cfg: DictConfig) -> Components:
         cfg.replay.get("eviction", "fifo"),
         cfg.replay.capacity,
         cfg.agent.history_length,
-        (cfg.env.screen_size,) * 2,
+        frame_shape,
         device=None if replay_device == "cpu" else agent.device,
     )
     sampler = build_sampler(cfg.replay.kind, cfg.replay, rngs["sampler"])
@@ -91,7 +92,7 @@ def build(cfg: DictConfig) -> Components:
         priority_epsilon=cfg.replay.get("priority_epsilon", 0.01),
         td_error_clip=cfg.agent.td_error_clip,  # one clip for the loss and the priorities
     )
-    frame_stack = FrameStack(cfg.agent.history_length, (cfg.env.screen_size,) * 2)
+    frame_stack = FrameStack(cfg.agent.history_length, frame_shape)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
 
 
@@ -110,8 +111,8 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore
     try:
         cfg = run_config(cfg)
         validate_config(cfg)
-        # The game is resolved once: the stored config and everything after use the ROM id.
-        cfg.env.game = resolve_game(cfg.env.game).rom_id
+        # The game is resolved once: the stored config and everything after use its id.
+        cfg.env.game = environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
         check_run_directory(run_dir, cfg)
         checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()

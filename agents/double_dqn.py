@@ -1,4 +1,5 @@
-"""Double DQN learner: online and target networks plus optimizer (never the replay or env)."""
+"""The learner: online and target networks plus optimizer (never the replay or env), with the
+Double DQN target (the paper's) or DQN's."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import numpy as np
 import torch
 
 from agents.acceleration import CapturedCall, GreedyActions, PinnedStaging
-from agents.networks import NatureQNetwork
-from agents.optimizer import CenteredRMSProp
+from agents.networks import build_network
+from agents.optimizer import OPTIMIZERS, CenteredRMSProp
 from agents.per_sample import parameter_change_norms
 
 _ALLOWED_DEVICES = "'auto', 'cpu', 'cuda' or 'cuda:N'"
@@ -45,7 +46,7 @@ def resolve_device(name: str) -> torch.device:
 class Batch(Protocol):
     """What `learn` reads (the replay's batch). B = len(actions).
 
-    all_states: uint8 (2B, history, 84, 84); rows [:B] are S_j, rows [B:] are S_{j+1}.
+    all_states: uint8 (2B, history, *frame_shape); rows [:B] are S_j, rows [B:] are S_{j+1}.
     actions: int64 (B,). rewards: float32 (B,), already clipped. terminals: float32 (B,),
     1.0 where the target must not bootstrap. weights: float32 (B,) importance weights.
     The replay reuses these arrays between calls, so the agent keeps no reference to them.
@@ -97,6 +98,17 @@ def double_q_targets(
     return rewards + discount * (1.0 - terminals) * next_values
 
 
+def dqn_targets(
+    next_q_target: torch.Tensor, rewards: torch.Tensor, terminals: torch.Tensor, discount: float
+) -> torch.Tensor:
+    """y = r + discount * (1 - terminal) * max_a Q_target(S', a): DQN's target (Mnih et al.
+    2015), which the published MinAtar agents use."""
+    return rewards + discount * (1.0 - terminals) * next_q_target.max(dim=1).values
+
+
+TARGET_RULES = ("double_dqn", "dqn")
+
+
 class PendingLearn:
     """An update that has been started. `result()` waits for it and returns its stats; later
     calls return the same stats. `wait_for_summary` returns the host copy of the update's
@@ -128,10 +140,12 @@ class PendingLearn:
 
 
 class DoubleDQN:
-    """Online and target NatureQNetworks and a CenteredRMSProp on the online parameters.
+    """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
+    parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
 
     Keyword names equal the keys of configs/agent/double_dqn.yaml, plus `batch_size` (the
-    loop's `train.batch_size`, which sets the optimizer's ε). `rng` is the only source
+    loop's `train.batch_size`, which sets the optimizer's ε) and `frame_shape` (the env's
+    frames, which the network takes `history_length` of). `rng` is the only source
     of randomness: it seeds the network initialisation and draws exploratory actions.
     The target network only changes through `sync_target` (or `load_state_dict`).
     `single_forward` (True on CUDA) picks how `learn` evaluates next states; see `_online_q`.
@@ -150,10 +164,14 @@ class DoubleDQN:
         rng: np.random.Generator,
         device: str = "auto",
         history_length: int = 4,
+        frame_shape: tuple[int, ...] = (84, 84),
+        network: str = "nature",
+        target_rule: str = "double_dqn",
         discount: float = 0.99,
         learning_rate: float = 0.00025,
         rmsprop_decay: float = 0.95,
         rmsprop_epsilon: float = 0.01,
+        optimizer: str = "deepmind_rmsprop",
         td_error_clip: float = 1.0,
         batch_size: int = 32,
         pipelined: bool = False,
@@ -164,7 +182,18 @@ class DoubleDQN:
             raise ValueError(f"agent.discount must be in [0, 1], got {discount}")
         if not td_error_clip > 0.0:
             raise ValueError(f"agent.td_error_clip must be > 0, got {td_error_clip}")
+        if target_rule not in TARGET_RULES:
+            raise ValueError(
+                f"agent.target_rule={target_rule} is not allowed: must be one of "
+                f"{', '.join(TARGET_RULES)}"
+            )
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"agent.optimizer={optimizer} is not allowed: must be one of "
+                f"{', '.join(OPTIMIZERS)}"
+            )
         self.num_actions, self.history_length = num_actions, history_length
+        self.frame_shape, self.network, self.target_rule = tuple(frame_shape), network, target_rule
         self.discount, self.td_error_clip = discount, td_error_clip
         # Per-sample gradients cost a second backward pass: only for the priority signal
         # that reads them (`replay.priority_signal=parameter_change`).
@@ -175,19 +204,24 @@ class DoubleDQN:
         # touching torch's global generator state.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.integers(2**63)))
-            self.online = NatureQNetwork(num_actions, history_length).to(self.device)
-            self.target = NatureQNetwork(num_actions, history_length).to(self.device)
+            self.online = build_network(network, num_actions, history_length, frame_shape)
+            self.target = build_network(network, num_actions, history_length, frame_shape)
+        self.online.to(self.device)
+        self.target.to(self.device)
         self.target.requires_grad_(False)
         self._pending: PendingLearn | None = None
         self.sync_target()
-        # `rmsprop_epsilon` is DeepMind's, for a loss summed over the minibatch. Ours is the
+        # DeepMind's `rmsprop_epsilon` is for a loss summed over the minibatch. Ours is the
         # mean (gradients B times smaller), and ε / B² inside the square root gives exactly
-        # the summed loss's update, at any batch size B.
+        # the summed loss's update, at any batch size B. torch's RMSprop was used on the mean
+        # loss as it is (MinAtar's agents): its ε stays.
+        inside = optimizer == "deepmind_rmsprop"
         self.optimizer = CenteredRMSProp(
             self.online.parameters(),
             lr=learning_rate,
             decay=rmsprop_decay,
-            epsilon=rmsprop_epsilon / batch_size**2,
+            epsilon=rmsprop_epsilon / batch_size**2 if inside else rmsprop_epsilon,
+            epsilon_inside=inside,
         )
         self.pipelined = pipelined
         self.behaviour = copy.deepcopy(self.online).requires_grad_(False) if pipelined else None
@@ -211,10 +245,10 @@ class DoubleDQN:
             self._update_thread = ThreadPoolExecutor(1, thread_name_prefix="update")
 
     def act(self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None) -> int:
-        """Epsilon-greedy action of the online network for a uint8 (history_length, 84, 84)
-        state. Exactly one uniform draw per call decides exploration, so the rng stream does
-        not depend on Q. `rng` defaults to the agent's own; an evaluator passes its own
-        generator so that evaluating never shifts the training stream."""
+        """Epsilon-greedy action of the online network for a uint8 (history_length,
+        *frame_shape) state. Exactly one uniform draw per call decides exploration, so the
+        rng stream does not depend on Q. `rng` defaults to the agent's own; an evaluator
+        passes its own generator so that evaluating never shifts the training stream."""
         self.wait()
         return self._epsilon_greedy(self.online, state, epsilon, rng)
 
@@ -245,7 +279,7 @@ class DoubleDQN:
     def start_learning(self, batch: Batch) -> PendingLearn:
         """Start `learn`'s update and return at once where the device allows (CUDA, or a
         pipelined CPU agent); the batch's arrays must stay untouched until it is done."""
-        batch_size = _check_batch(batch, self.history_length, self.device)
+        batch_size = _check_batch(batch, (self.history_length, *self.frame_shape), self.device)
         self.wait()
         arrays = (batch.actions, batch.rewards, batch.terminals, batch.weights)
         states = batch.all_states  # a replay on the agent's device hands over a tensor there
@@ -312,13 +346,19 @@ class DoubleDQN:
         """The update on device tensors, synchronizing with the host nowhere (it is what a
         CUDA graph captures); returns [TD errors, loss, mean Q] in one tensor."""
         batch_size = actions.shape[0]
-        q_states, next_q_online = self._online_q(all_states, batch_size)
+        if self.target_rule == "dqn":  # the online network's next-state values are not used
+            q_states = self.online(all_states[:batch_size])
+        else:
+            q_states, next_q_online = self._online_q(all_states, batch_size)
         q_taken = q_states.gather(1, actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
             next_q_target = self.target(all_states[batch_size:])
-            targets = double_q_targets(
-                next_q_online, next_q_target, rewards, terminals, self.discount
-            )
+            if self.target_rule == "dqn":
+                targets = dqn_targets(next_q_target, rewards, terminals, self.discount)
+            else:
+                targets = double_q_targets(
+                    next_q_online, next_q_target, rewards, terminals, self.discount
+                )
         td_errors = targets - q_taken
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
         self.optimizer.zero_grad(set_to_none=True)
@@ -381,13 +421,13 @@ class DoubleDQN:
             self.behaviour.load_state_dict(state.get("behaviour", state["online"]))
 
 
-def _check_batch(batch: Batch, history_length: int, device: torch.device) -> int:
+def _check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device) -> int:
     """Validate dtypes and shapes (cheap, and a wrong dtype would otherwise fail deep inside
     torch or silently promote); returns the batch size B. `all_states` may be a uint8 tensor
     on `device` instead of an array."""
     batch_size = batch.actions.shape[0]
     expected = {
-        "all_states": (np.uint8, (2 * batch_size, history_length, 84, 84)),
+        "all_states": (np.uint8, (2 * batch_size, *state_shape)),
         "actions": (np.int64, (batch_size,)),
         "rewards": (np.float32, (batch_size,)),
         "terminals": (np.float32, (batch_size,)),

@@ -1,4 +1,5 @@
-"""The Nature DQN convolutional network with the tuned Double DQN's shared-bias head."""
+"""The Q-networks, by name (`agent.network`): the Nature DQN convolutional network with the tuned
+Double DQN's shared-bias head (Atari), and MinAtar's one-convolution network."""
 
 from __future__ import annotations
 
@@ -22,8 +23,12 @@ class NatureQNetwork(nn.Module):
     actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper.
     """
 
-    def __init__(self, num_actions: int, history_length: int = 4) -> None:
+    def __init__(
+        self, num_actions: int, history_length: int = 4, frame_shape: tuple[int, ...] = (84, 84)
+    ) -> None:
         super().__init__()
+        if tuple(frame_shape) != (FRAME_SIZE, FRAME_SIZE):
+            raise ValueError(f"the Nature network takes 84x84 frames, not {tuple(frame_shape)}")
         if num_actions < 1 or history_length < 1:
             raise ValueError(
                 f"need num_actions >= 1 and history_length >= 1, got "
@@ -61,3 +66,59 @@ class NatureQNetwork(nn.Module):
     def q_from_scaled(self, scaled: torch.Tensor) -> torch.Tensor:
         """Q values from float frames already scaled to [0, 1], shape (B, history, 84, 84)."""
         return self.head(self.features(scaled)) + self.head_bias
+
+
+class MinAtarQNetwork(nn.Module):
+    """Q(s, ·) for MinAtar (Young & Tian 2019): one 3×3 convolution with 16 filters, stride 1,
+    ReLU, a fully connected layer of 128 ReLU units, and one linear output per action, with
+    torch's default initialisation (as MinAtar's `examples/dqn.py`).
+
+    Input: uint8 tensor (B, history_length, C, 10, 10) of 0/1 object channels, seen as
+    history_length × C input channels. Output: float32 (B, num_actions).
+    """
+
+    def __init__(
+        self, num_actions: int, history_length: int = 1, frame_shape: tuple[int, ...] = (4, 10, 10)
+    ) -> None:
+        super().__init__()
+        if len(frame_shape) != 3 or num_actions < 1 or history_length < 1:
+            raise ValueError(
+                f"the MinAtar network takes (channels, height, width) frames, num_actions >= 1 "
+                f"and history_length >= 1; got {tuple(frame_shape)}, {num_actions}, "
+                f"{history_length}"
+            )
+        channels, height, width = frame_shape
+        self.num_actions, self.history_length = num_actions, history_length
+        self.conv = nn.Conv2d(history_length * channels, 16, kernel_size=3, stride=1)
+        self.hidden = nn.Linear(16 * (height - 2) * (width - 2), 128)
+        self.output = nn.Linear(128, num_actions)
+        # The same function in another memory layout: oneDNN's convolution on this small
+        # input runs faster channels-last (benchmarks/README.md).
+        self.conv.to(memory_format=torch.channels_last)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        if frames.dtype != torch.uint8:
+            raise TypeError(f"MinAtarQNetwork expects uint8 frames, got {frames.dtype}")
+        batch = frames.shape[0]
+        grids = frames.reshape(batch, -1, *frames.shape[-2:]).float()
+        features = torch.relu(self.conv(grids.contiguous(memory_format=torch.channels_last)))
+        hidden = torch.relu(self.hidden(features.flatten(1)))
+        return self.output(hidden)
+
+
+NETWORKS: dict[str, type[nn.Module]] = {"nature": NatureQNetwork, "minatar": MinAtarQNetwork}
+
+
+def build_network(
+    name: str, num_actions: int, history_length: int, frame_shape: tuple[int, ...]
+) -> nn.Module:
+    """The network `name` for frames of `frame_shape`; a one-line ValueError names
+    `agent.network` when there is no such network or it does not take these frames."""
+    if name not in NETWORKS:
+        raise ValueError(
+            f"agent.network={name} is not allowed: must be one of {', '.join(NETWORKS)}"
+        )
+    try:
+        return NETWORKS[name](num_actions, history_length, tuple(frame_shape))
+    except ValueError as error:
+        raise ValueError(f"agent.network={name} is not allowed here: {error}") from None

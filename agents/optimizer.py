@@ -1,4 +1,5 @@
-"""DeepMind's centered RMSProp, as in their DQN Lua code (NeuralQLearner.lua)."""
+"""Centered RMSProp: DeepMind's, as in their DQN Lua code (NeuralQLearner.lua), and torch's
+`RMSprop(centered=True)`, which differ in where ε goes."""
 
 from __future__ import annotations
 
@@ -7,16 +8,20 @@ from typing import Any
 
 import torch
 
+# `agent.optimizer`: where each rule puts ε (`epsilon_inside`).
+OPTIMIZERS = {"deepmind_rmsprop": True, "torch_rmsprop": False}
+
 
 class CenteredRMSProp(torch.optim.Optimizer):
-    """Centered RMSProp with epsilon INSIDE the square root and no momentum:
+    """Centered RMSProp without momentum, by default with epsilon INSIDE the square root:
 
         g  <- decay * g  + (1 - decay) * grad
         g2 <- decay * g2 + (1 - decay) * grad**2
         theta <- theta - lr * grad / sqrt(g2 - g**2 + epsilon)
 
-    torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, which is
-    a different update for any epsilon > 0, hence this class. g and g2 start at zero.
+    torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, a
+    different update for any epsilon > 0; `epsilon_inside=False` is that rule, with torch's
+    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero.
 
     A step is eight `torch._foreach_*` calls over all parameters with a gradient (multi-tensor
     kernels on CUDA, instead of eight kernels per parameter). They apply the operations in the
@@ -27,12 +32,18 @@ class CenteredRMSProp(torch.optim.Optimizer):
     """
 
     def __init__(
-        self, params: Iterable, lr: float, decay: float = 0.95, epsilon: float = 0.01
+        self,
+        params: Iterable,
+        lr: float,
+        decay: float = 0.95,
+        epsilon: float = 0.01,
+        epsilon_inside: bool = True,
     ) -> None:
         if not (lr >= 0.0 and 0.0 <= decay < 1.0 and epsilon > 0.0):
             raise ValueError(
                 f"need lr >= 0, 0 <= decay < 1, epsilon > 0; got {lr}, {decay}, {epsilon}"
             )
+        self.epsilon_inside = epsilon_inside
         super().__init__(params, {"lr": lr, "decay": decay, "epsilon": epsilon})
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -74,6 +85,15 @@ class CenteredRMSProp(torch.optim.Optimizer):
         grads = [param.grad for param in params]
         grad_avgs = [self.state[param]["grad_avg"] for param in params]
         square_avgs = [self.state[param]["square_avg"] for param in params]
+        if not self.epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps
+            torch._foreach_mul_(square_avgs, decay)
+            torch._foreach_addcmul_(square_avgs, grads, grads, value=1.0 - decay)
+            torch._foreach_lerp_(grad_avgs, grads, 1.0 - decay)
+            denominators = torch._foreach_addcmul(square_avgs, grad_avgs, grad_avgs, value=-1.0)
+            torch._foreach_sqrt_(denominators)
+            torch._foreach_add_(denominators, epsilon)
+            torch._foreach_addcdiv_(params, grads, denominators, value=-lr)
+            return
         # Separate mul_ then add_/addcmul_ (not lerp_ or one fused expression): any other
         # grouping rounds differently and would break bit-identity with the per-parameter rule.
         torch._foreach_mul_(grad_avgs, decay)

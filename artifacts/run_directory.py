@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from envs.games import resolve_game
+from envs.registry import environment_kind
 
 CONFIG = "config.yaml"
 CHECKPOINTS = "checkpoints"
@@ -72,7 +72,7 @@ class RunDirectory:
 
     @property
     def env(self) -> dict:
-        """make_env's arguments as the run was trained with, its game as the ROM id."""
+        """The env's arguments as the run was trained with, its game by its canonical id."""
         env = self.config.get("env")
         if not isinstance(env, dict):
             raise ValueError(
@@ -80,7 +80,7 @@ class RunDirectory:
             )
         if "game" not in env:
             return dict(env)
-        return {**env, "game": resolve_game(str(env["game"])).rom_id}
+        return {**env, "game": environment_kind(env.get("kind")).game_id(str(env["game"]))}
 
     @property
     def game(self) -> str:

@@ -5,8 +5,11 @@ readers (evaluate.py). A snapshot is a dict of tensors and plain values saved wi
 ``torch.save``::
 
     {"format": "per-atari-agent", "version": 1, "online": <state_dict>, "num_actions": int,
-     "history_length": int, "game": rom_id, "step": agent steps, "frames": emulator frames,
+     "history_length": int, "network": name, "frame_shape": [int, ...], "game": game id,
+     "step": agent steps, "frames": emulator frames,
      "score": mean test score that made it the best, or None}
+
+(Snapshots from before "network" and "frame_shape" hold the Nature network on 84x84 frames.)
 
 The final snapshot adds ``"target"`` and ``"optimizer"`` (``DoubleDQN.state_dict``'s), so
 training can go on from it. It loads with ``torch.load(weights_only=True)``: nothing in it can
@@ -25,7 +28,6 @@ import torch
 from agents.double_dqn import DoubleDQN
 from artifacts.atomic import save_atomically
 from artifacts.header import Header
-from envs.games import resolve_game
 
 SNAPSHOT = Header("per-atari-agent", 1, "agent snapshot")
 _REQUIRED = {
@@ -71,7 +73,9 @@ def _payload(agent: DoubleDQN, game: str, step: int, frames: int, score: float |
         "online": {k: v.detach().cpu() for k, v in agent.state_dict()["online"].items()},
         "num_actions": int(agent.num_actions),
         "history_length": int(agent.history_length),
-        "game": resolve_game(game).rom_id,
+        "network": agent.network,
+        "frame_shape": [int(size) for size in agent.frame_shape],
+        "game": game,
         "step": int(step),
         "frames": int(frames),
         "score": None if score is None else float(score),

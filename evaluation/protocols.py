@@ -66,13 +66,17 @@ class EvaluationResult:
         """Population standard deviation (ddof = 0) of the episode scores."""
         return float(np.std(self.scores))
 
-    def summary(self, game: str, protocol: str) -> dict[str, float]:
+    def summary(self, game: str, reference: str | None) -> dict[str, float]:
         """Scalars for logging: mean and std of the raw score, its human-normalized value with
-        the reference table of ``protocol``, the episode count and frames emulated."""
+        the reference table of protocol ``reference`` (None: a game without one, no value),
+        the episode count and frames emulated."""
+        normalized = {} if reference is None else {
+            "normalized_score": normalized_score(self.mean, game, reference)
+        }  # fmt: skip
         return {
             "score": self.mean,
             "score_std": self.std,
-            "normalized_score": normalized_score(self.mean, game, protocol),
+            **normalized,
             "episodes": float(len(self.scores)),
             "emulated_frames": float(self.emulated_frames),
         }

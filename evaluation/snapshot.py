@@ -25,6 +25,8 @@ def load_agent_snapshot(
         rng=np.random.default_rng(0),
         device=str(device),
         history_length=payload["history_length"],
+        network=payload.get("network", "nature"),
+        frame_shape=tuple(payload.get("frame_shape", (84, 84))),
     )
     try:
         agent.online.load_state_dict(payload["online"])

@@ -31,6 +31,17 @@ def td_error_priorities(
     return np.minimum(np.abs(td_errors), td_error_clip).astype(np.float64) + priority_epsilon
 
 
+def huber_loss_priorities(
+    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float = 1.0
+) -> np.ndarray:
+    """p = Huber_κ(δ) + ε with κ = clip: the transition's own unweighted loss, ½δ² for
+    |δ| ≤ κ, κ(|δ| − ½κ) beyond (the prioritized DQN of Sujit et al. 2022 on MinAtar, with
+    ε = 1e-5). Unlike |δ| it is not clipped, so large errors keep growing apart."""
+    magnitude = np.abs(td_errors).astype(np.float64)
+    quadratic = np.minimum(magnitude, td_error_clip)
+    return quadratic * (magnitude - 0.5 * quadratic) + priority_epsilon
+
+
 def td_error_change_priorities(
     td_errors: np.ndarray,
     previous_td_errors: np.ndarray,
@@ -63,6 +74,7 @@ PRIORITY_SIGNALS: dict[str, Callable[..., np.ndarray]] = {
     "td_error": td_error_priorities,
     "td_error_change": td_error_change_priorities,
     "parameter_change": parameter_change_priorities,
+    "huber_loss": huber_loss_priorities,
 }
 
 

@@ -85,9 +85,9 @@ class Training:
             self.cfg, run_dir, parts.rngs["evaluation"], lambda: stop.signal is not None
         )
         # A return of clipped rewards is at most reward_clip / (1 - γ) in size; a mean Q ten
-        # times beyond that is divergence (NaN fails the comparison too).
+        # times beyond that is divergence (NaN fails the comparison too). Unclipped: no bound.
         discount, clip = self.cfg.agent.discount, self.cfg.train.reward_clip
-        self.q_limit = 10 * clip / (1 - discount) if discount < 1 else math.inf
+        self.q_limit = 10 * clip / (1 - discount) if discount < 1 and clip else math.inf
 
     def start(self, checkpoint: dict | None) -> None:
         """Reset the env for step 1, or restore a checkpoint's exact moment."""
@@ -160,7 +160,8 @@ class Training:
         action = parts.agent.explore(parts.frame_stack.state, self.epsilon())
         frame, reward, terminated, truncated, info = parts.env.step(action)
         self.episode_return += reward
-        clipped_reward = max(-t.reward_clip, min(t.reward_clip, reward))
+        clip = t.reward_clip
+        clipped_reward = reward if clip is None else max(-clip, min(clip, reward))
         parts.replay.add(action, clipped_reward, terminated or info["life_lost"], frame)
         parts.frame_stack.push(frame)
         if info["life_lost"] and not (terminated or truncated) and t.life_loss == "new_episode":
@@ -212,10 +213,12 @@ class Training:
             )
         return step, batch, stats
 
-    def _schedule(self, start: float, end: float) -> float:
-        """Linear from learning start to the end of training (β, and α when annealed)."""
+    def _schedule(self, start: float, end: float, end_step: int | None = None) -> float:
+        """Linear from learning start to `end_step`, by default the end of training (β, and
+        α when annealed)."""
         t = self.cfg.train
-        return linear_schedule(start, end, t.learning_start_steps, t.total_steps, self.step)
+        end_step = t.total_steps if end_step is None else end_step
+        return linear_schedule(start, end, t.learning_start_steps, end_step, self.step)
 
     def epsilon(self) -> float:
         """1 until learning starts, then linear over `epsilon_decay_steps` (DeepMind's code: the
@@ -228,7 +231,9 @@ class Training:
 
     def importance_exponent(self) -> float:
         r = self.cfg.replay
-        return self._schedule(r.importance_exponent, r.importance_exponent_final)
+        return self._schedule(
+            r.importance_exponent, r.importance_exponent_final, r.importance_exponent_final_step
+        )
 
     def priority_exponent(self) -> float:
         """α annealed to `priority_exponent_final` (the paper's early rank-based DQN did)."""

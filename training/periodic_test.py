@@ -14,6 +14,7 @@ import numpy as np
 from artifacts.atomic import save_atomically
 from artifacts.run_directory import RunDirectory
 from artifacts.snapshot import read_snapshot, save_agent_snapshot
+from envs.registry import environment_kind
 from evaluation.protocols import EvaluationResult
 from training.checkpoints import CheckpointError
 from training.evaluation_worker import EvaluationWorker, Interrupted, Played, play_test
@@ -215,7 +216,9 @@ class PeriodicTest:
     ) -> None:
         """Log the test at `step` and keep its agent, which `save(path, score)` writes."""
         cfg, frames = self.cfg, step * self.cfg.env.frame_skip
-        for name, value in result.summary(cfg.env.game, "noop").items():
+        human_reference = environment_kind(getattr(cfg.env, "kind", None)).has_human_reference
+        summary = result.summary(cfg.env.game, "noop" if human_reference else None)
+        for name, value in summary.items():
             writer.add_scalar(f"eval/{name}", value, step)
             writer.add_scalar(f"eval_vs_frames/{name}", value, frames)
         # Exact per-episode scores, for exported results (scalars hold only the summary).

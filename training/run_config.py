@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
 from artifacts.run_directory import RunDirectory
-from envs.games import resolve_game
+from envs.registry import environment_kind
 from training.run_guard import RunDirectoryError
 
 # Hydra creates the run directory before `main` runs; see `remove_created_directories`.
@@ -29,6 +29,10 @@ ADDED_SETTINGS = {
     "agent.pipelined": False,
     "agent.cuda_graphs": True,
     "evaluation.worker": False,  # runs from before the worker keep their inline test
+    "agent.network": "nature",
+    "agent.target_rule": "double_dqn",
+    "agent.optimizer": "deepmind_rmsprop",
+    "replay.importance_exponent_final_step": None,
 }
 
 
@@ -40,7 +44,7 @@ def load_stored_config(path: Path) -> DictConfig:
             OmegaConf.update(stored, key, value)
     game = OmegaConf.select(stored, "env.game")
     if isinstance(game, str):  # runs from before the game was stored as its ROM id
-        stored.env.game = resolve_game(game).rom_id
+        stored.env.game = environment_kind(stored.env.get("kind")).game_id(game)
     return stored
 
 

@@ -1,6 +1,7 @@
 """Checks that keep train.py from starting where it cannot finish, or where another process is
 already running: before Hydra creates anything, and once the run directory exists."""
 
+import ctypes
 import fcntl
 import os
 from pathlib import Path
@@ -44,6 +45,25 @@ def torch_threads(setting, resumed_with: int | None = None) -> int:
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():
         return max(1, int(os.environ["OMP_NUM_THREADS"]))
     return max(1, min(8, len(os.sched_getaffinity(0))))
+
+
+# glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD_MAX = 32 * 2**20  # glibc's largest on 64-bit systems
+
+
+def keep_freed_memory() -> None:
+    """Let glibc's malloc reuse freed blocks of up to 32 MB instead of returning them to the
+    kernel. An update allocates and frees the same activation and gradient buffers every
+    time; by default each comes from a fresh mapping that page-faults in again, a fifth of a
+    MinAtar update (benchmarks/README.md). Larger blocks (the replay's frames) are unchanged.
+    Where the C library is not glibc, nothing changes."""
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)
+    mallopt(_M_TRIM_THRESHOLD, 2 * _MMAP_THRESHOLD_MAX)
 
 
 def lock_run_directory(run_dir: Path) -> int:

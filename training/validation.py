@@ -7,11 +7,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import torch
 from omegaconf import DictConfig, OmegaConf
 
-from agents.double_dqn import resolve_device
-from envs.games import resolve_game
-from envs.registry import ENVIRONMENTS
+from agents.double_dqn import TARGET_RULES, resolve_device
+from agents.networks import NETWORKS, build_network
+from agents.optimizer import OPTIMIZERS
+from envs.registry import environment_kind
 from replay.buffer import memory_bytes
 from replay.priorities import WEIGHT_NORMALIZATIONS
 from replay.priority_signals import PRIORITY_SIGNALS
@@ -28,13 +30,10 @@ POSITIVE_INTEGERS = (
     "train.priority_histogram_period_steps",
     "checkpoint.every_steps",
     "agent.history_length",
-    "env.frame_skip",
 )
 NON_NEGATIVE_INTEGERS = (
     "seed",
     "train.epsilon_decay_steps",
-    "env.noop_max",
-    "env.max_episode_frames",
 )
 FRACTIONS = (
     "train.epsilon_start",
@@ -42,10 +41,8 @@ FRACTIONS = (
     "replay.importance_exponent",
     "replay.importance_exponent_final",
     "agent.discount",
-    "env.repeat_action_probability",
 )
 POSITIVE_NUMBERS = (
-    "train.reward_clip",
     "agent.learning_rate",
     "agent.rmsprop_epsilon",
     "agent.td_error_clip",
@@ -74,6 +71,10 @@ def _fraction(value) -> bool:
 
 def _positive_number(value) -> bool:
     return _number(value) and value > 0
+
+
+def _none_or(test: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda value: value is None or test(value)
 
 
 def _learners_cuda_device(name, cfg: DictConfig) -> bool:
@@ -121,10 +122,11 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
             lambda v: v in LIFE_LOSS_RULES,
         ),
         ("agent.rmsprop_decay", "in [0, 1)", lambda v: _number(v) and 0 <= v < 1),
-        ("env.screen_size", "84, the Nature network's input", lambda v: _integer(v) and v == 84),
-        ("env.full_action_space", "true or false", lambda v: isinstance(v, bool)),
+        ("agent.network", f"one of {', '.join(NETWORKS)}", lambda v: v in NETWORKS),
+        ("agent.target_rule", f"one of {', '.join(TARGET_RULES)}", lambda v: v in TARGET_RULES),
+        ("agent.optimizer", f"one of {', '.join(OPTIMIZERS)}", lambda v: v in OPTIMIZERS),
+        ("train.reward_clip", "null (no clipping) or a number > 0", _none_or(_positive_number)),
         ("env.game", "a game name", lambda v: isinstance(v, str)),
-        ("env.kind", f"one of {', '.join(ENVIRONMENTS)}", lambda v: v in (*ENVIRONMENTS, None)),
         ("threads", "auto or a positive integer", lambda v: v == "auto" or _positive_integer(v)),
         ("agent.device", "a device name", lambda v: isinstance(v, str)),
         ("agent.pipelined", "true or false", lambda v: isinstance(v, bool)),
@@ -137,6 +139,11 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ),
         ("evaluation.frames", "a positive integer", _positive_integer),
         ("evaluation.epsilon", "in [0, 1]", _fraction),
+        (
+            "replay.importance_exponent_final_step",
+            "null (the last step) or a positive integer",
+            _none_or(_positive_integer),
+        ),
     ]
     # Keys only some samplers have, or that runs stored before them lack: checked where the
     # replay config holds them.
@@ -162,25 +169,37 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("replay.priority_epsilon", "> 0", _positive_number),
         ("replay.resort_period", "a positive integer", _positive_integer),
     ]
-    rules += [rule for rule in optional if rule[0].split(".")[1] in cfg.replay]
+    # Each env kind has its own settings (its config file's keys).
+    optional += [
+        ("env.frame_skip", "a positive integer", _positive_integer),
+        ("env.noop_max", "an integer >= 0", _non_negative_integer),
+        ("env.max_episode_frames", "an integer >= 0", _non_negative_integer),
+        ("env.repeat_action_probability", "in [0, 1]", _fraction),
+        ("env.screen_size", "a positive integer", _positive_integer),
+        ("env.full_action_space", "true or false", lambda v: isinstance(v, bool)),
+        ("env.difficulty_ramping", "true or false", lambda v: isinstance(v, bool)),
+    ]
+    present = {"replay": cfg.replay, "env": cfg.env}
+    rules += [rule for rule in optional if rule[0].split(".")[1] in present[rule[0].split(".")[0]]]
     return rules
 
 
-def known_keys(replay_kind: str) -> dict[str, set[str]]:
+def known_keys(replay_kind: str, env_kind: str = "atari") -> dict[str, set[str]]:
     """The settings a run may have, per config section, read from the config files: a key in
     none of them (misspelt, or added with `+`) would otherwise be stored and ignored."""
     root = OmegaConf.load(CONFIGS / "config.yaml")
     known = {section: set(root[section]) for section in ("train", "evaluation", "checkpoint")}
-    for group in ("env", "agent"):
-        files = (CONFIGS / group).glob("*.yaml")
-        known[group] = {key for path in files for key in OmegaConf.load(path)}
+    known["agent"] = {
+        key for path in (CONFIGS / "agent").glob("*.yaml") for key in OmegaConf.load(path)
+    }
+    known["env"] = set(OmegaConf.load(CONFIGS / "env" / f"{env_kind}.yaml"))
     known["replay"] = set(OmegaConf.load(CONFIGS / "replay" / f"{replay_kind}.yaml").replay)
     known[""] = {"seed", "resume", "threads", *known}
     return known
 
 
 def _check_known_keys(cfg: DictConfig) -> None:
-    known = known_keys(cfg.replay.kind)
+    known = known_keys(cfg.replay.kind, cfg.env.get("kind", "atari"))
     for section, allowed in known.items():
         keys = cfg if section == "" else cfg[section]
         for key in keys:
@@ -206,7 +225,8 @@ def _check_memory(cfg: DictConfig) -> None:
     # Runs stored before `replay.eviction` existed forget first in, first out.
     storage = storage_class(cfg.replay.get("eviction", "fifo"))
     frames_per_slot = storage.frames_per_slot(cfg.agent.history_length)
-    needed = memory_bytes(cfg.replay.capacity, (cfg.env.screen_size,) * 2, frames_per_slot)
+    frame_shape = environment_kind(cfg.env.get("kind")).frame_shape(cfg.env)
+    needed = memory_bytes(cfg.replay.capacity, frame_shape, frames_per_slot)
     available = available_memory_bytes()
     if needed > available:
         raise ValueError(
@@ -235,17 +255,26 @@ def _check_priority_range(cfg: DictConfig) -> None:
         )
 
 
+def _check_network(cfg: DictConfig) -> None:
+    """The network must take the env's frames (built without memory, on the meta device)."""
+    env = environment_kind(cfg.env.get("kind"))
+    with torch.device("meta"):
+        build_network(cfg.agent.network, 1, cfg.agent.history_length, env.frame_shape(cfg.env))
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Reject bad settings with one line naming the key, before anything is allocated."""
     kind = OmegaConf.select(cfg, "replay.kind")
     if kind not in SAMPLERS:
         raise ValueError(f"replay.kind={kind} is not allowed: must be one of {', '.join(SAMPLERS)}")
+    environment_kind(cfg.env.get("kind"))
     _check_known_keys(cfg)
     for key, allowed, test in _rules(cfg):
         value = OmegaConf.select(cfg, key)
         if not test(value):
             raise ValueError(f"{key}={value} is not allowed: must be {allowed}")
     _check_priority_range(cfg)
-    resolve_game(cfg.env.game)
+    environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
+    _check_network(cfg)
     resolve_device(cfg.agent.device)
     _check_memory(cfg)

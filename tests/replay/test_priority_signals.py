@@ -6,6 +6,7 @@ import pytest
 
 from replay.priority_signals import (
     PRIORITY_SIGNALS,
+    huber_loss_priorities,
     needs_parameter_change_norms,
     parameter_change_priorities,
     signal_inputs,
@@ -67,15 +68,30 @@ def test_signals_leave_their_inputs_alone():
 
 
 def test_registry_names_each_signal_and_what_it_reads():
-    assert list(PRIORITY_SIGNALS) == ["td_error", "td_error_change", "parameter_change"]
+    assert list(PRIORITY_SIGNALS) == [
+        "td_error",
+        "td_error_change",
+        "parameter_change",
+        "huber_loss",
+    ]
     assert signal_inputs("td_error") == ("td_errors", "priority_epsilon", "td_error_clip")
     assert signal_inputs("td_error_change")[:2] == ("td_errors", "previous_td_errors")
     assert signal_inputs("parameter_change") == ("parameter_change_norms", "priority_epsilon")
+    assert signal_inputs("huber_loss") == ("td_errors", "priority_epsilon", "td_error_clip")
     assert [needs_parameter_change_norms(name) for name in PRIORITY_SIGNALS] == [
         False,
         False,
         True,
+        False,
     ]
+
+
+def test_huber_loss_priority_is_the_unclipped_loss_plus_epsilon():
+    # ½δ² inside the clip, clip·(|δ| − ½clip) beyond it; either sign.
+    priorities = huber_loss_priorities(np.array([0.5, -2.0, 3.0, 0.0]), 1e-5, td_error_clip=1.0)
+    np.testing.assert_array_equal(priorities, [0.125 + 1e-5, 1.5 + 1e-5, 2.5 + 1e-5, 1e-5])
+    assert priorities.dtype == np.float64
+    assert huber_loss_priorities(np.array([4.0]), 0.0, td_error_clip=2.0)[0] == 6.0
 
 
 def test_an_unknown_signal_is_a_one_line_error_naming_the_key():
