@@ -39,6 +39,7 @@ from training.run_config import (
 from training.run_guard import (
     RunDirectoryError,
     check_command_line,
+    keep_freed_memory,
     lock_run_directory,
     torch_threads,
 )
@@ -144,6 +145,7 @@ def main(cfg: DictConfig) -> None:
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
     torch.set_num_threads(torch_threads(cfg.threads, threads_run_with(checkpoint)))
+    keep_freed_memory()
     try:
         parts = build(cfg)
     except ValueError as error:  # a component refused its arguments (a new sampler's, say)

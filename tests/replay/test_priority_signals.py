@@ -99,5 +99,5 @@ def test_an_unknown_signal_is_a_one_line_error_naming_the_key():
         signal_inputs("loss")
     assert str(error.value) == (
         "replay.priority_signal=loss is not allowed: must be one of td_error, "
-        "td_error_change, parameter_change"
+        "td_error_change, parameter_change, huber_loss"
     )
