@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from envs.registry import environment_kind
+from envs.registry import EnvironmentKind, environment_kind
 
 CONFIG = "config.yaml"
 CHECKPOINTS = "checkpoints"
@@ -27,6 +27,30 @@ TENSORBOARD = "tensorboard"
 LATEST_SNAPSHOT = "agent_latest.pt"
 BEST_SNAPSHOT = "agent_best.pt"
 FINAL_SNAPSHOT = "agent_final.pt"
+
+# The paper's settings, which a config from before these keys existed was trained with.
+DEFAULT_TARGET_RULE = "double_dqn"
+DEFAULT_PRIORITY_SIGNAL = "td_error"
+DEFAULT_EVICTION = "fifo"
+
+
+def variant_name(
+    kind: str,
+    target_rule: str = DEFAULT_TARGET_RULE,
+    priority_signal: str = DEFAULT_PRIORITY_SIGNAL,
+    eviction: str = DEFAULT_EVICTION,
+) -> str:
+    """`[<target_rule>-]<kind>[-<priority_signal>][-<eviction>]`: each optional part present
+    only where it is not the paper's setting, so runs of one game that differ in the agent or
+    the replay get distinct names, and a run with the paper's settings is named by its replay
+    kind alone (`proportional`; MinAtar's DQN with Huber-loss priorities:
+    `dqn-proportional-huber_loss`)."""
+    name = kind
+    if priority_signal != DEFAULT_PRIORITY_SIGNAL:
+        name += f"-{priority_signal}"
+    if eviction != DEFAULT_EVICTION:
+        name += f"-{eviction}"
+    return name if target_rule == DEFAULT_TARGET_RULE else f"{target_rule}-{name}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +109,39 @@ class RunDirectory:
     @property
     def game(self) -> str:
         return self.env["game"]
+
+    @property
+    def environment_kind(self) -> EnvironmentKind:
+        """env.kind's entry in the registry (atari for runs from before env.kind)."""
+        return environment_kind(self.env.get("kind"))
+
+    @property
+    def family(self) -> str:
+        """The family of the run's game: "atari" for every Atari kind, "minatar"."""
+        return self.environment_kind.family
+
+    def setting(self, section: str, key: str, default=None):
+        """config.yaml's `section.key`; `default` where it is absent or null."""
+        values = self.config.get(section)
+        value = values.get(key) if isinstance(values, dict) else None
+        return default if value is None else value
+
+    @property
+    def target_rule(self) -> str:
+        return str(self.setting("agent", "target_rule", DEFAULT_TARGET_RULE))
+
+    @property
+    def variant(self) -> str | None:
+        """What tells this run apart from the other runs of its game (`variant_name`); None
+        where `kind` is None."""
+        if self.kind is None:
+            return None
+        return variant_name(
+            self.kind,
+            self.target_rule,
+            str(self.setting("replay", "priority_signal", DEFAULT_PRIORITY_SIGNAL)),
+            str(self.setting("replay", "eviction", DEFAULT_EVICTION)),
+        )
 
     @property
     def kind(self) -> str | None:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from artifacts.command_line import OneLineParser, output_directory
-from reporting import export, published
+from reporting import export, minatar, published
 from reporting.plots import plot_all
 from reporting.sweep_report import build_report, markdown
 
@@ -21,8 +21,10 @@ COMMANDS_HELP = """other commands (each has its own --help):
   python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results
       small publishable files of each run: config, periodic tests, training returns
   python -m reporting published results --out results/report
-      the exported runs beside Dopamine's published DQN and Rainbow curves
-(a multirun directory named `export` or `published`: write it ./export)"""
+      the exported Atari runs beside Dopamine's published DQN and Rainbow curves
+  python -m reporting minatar results --out results/minatar_report
+      the exported MinAtar runs: prioritized against uniform, beside MinAtar's published DQN
+(a multirun directory named `export`, `published` or `minatar`: write it ./export)"""
 
 
 def _parser(command: str, doc: str, **kwargs) -> argparse.ArgumentParser:
@@ -73,23 +75,33 @@ def export_main(argv) -> list[Path]:
     return written
 
 
-def published_main(argv) -> Path:
-    parser = _parser(" published", published.__doc__)
+def results_report_main(command: str, module, default_out: str, argv) -> Path:
+    """A report over a directory of exported runs: `module.build(RESULTS_DIR, OUT)`, its
+    refusals one line with exit status 2."""
+    parser = _parser(f" {command}", module.__doc__)
     parser.add_argument("results_dir", type=Path, help="a directory of exported runs")
     parser.add_argument(
         "--out",
         type=output_directory,
         default=None,
-        help="where the report goes (default: RESULTS_DIR/report)",
+        help=f"where the report goes (default: RESULTS_DIR/{default_out})",
     )
     args = parser.parse_args(argv)
-    out = args.out or output_directory_or_exit(parser, args.results_dir / "report")
+    out = args.out or output_directory_or_exit(parser, args.results_dir / default_out)
     try:
-        path = published.build(args.results_dir, out)
+        path = module.build(args.results_dir, out)
     except (ValueError, OSError) as error:
         parser.exit(2, f"error: {error}\n")
     print(f"wrote {path}", file=sys.stderr)
     return path
+
+
+def published_main(argv) -> Path:
+    return results_report_main("published", published, "report", argv)
+
+
+def minatar_main(argv) -> Path:
+    return results_report_main("minatar", minatar, "minatar_report", argv)
 
 
 def output_directory_or_exit(parser: argparse.ArgumentParser, path: Path) -> Path:
@@ -100,7 +112,7 @@ def output_directory_or_exit(parser: argparse.ArgumentParser, path: Path) -> Pat
         parser.error(f"--out (default): {error}")
 
 
-COMMANDS = {"export": export_main, "published": published_main}
+COMMANDS = {"export": export_main, "published": published_main, "minatar": minatar_main}
 
 
 def main(argv=None):

@@ -2,10 +2,13 @@
 
     python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results
 
-Each run goes to OUT/<game>/<replay kind>/seed<seed>_<total frames>/ (e.g.
-results/pong/proportional/seed0_10M/) as three small files: its `config.yaml` (copied), its
-periodic tests `evaluations.csv` and its training episodes `training_returns.csv`. No
-checkpoint, snapshot or event file is copied.
+Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<total frames>/ (e.g.
+results/pong/proportional/seed0_10M/), a run of another family below OUT/<family>/ (e.g.
+results/minatar/breakout/dqn-uniform/seed0_1M/), as three small files: its `config.yaml`
+(copied), its periodic tests `evaluations.csv` and its training episodes
+`training_returns.csv`. No checkpoint, snapshot or event file is copied. The variant is the
+replay kind for a run with the paper's agent and replay settings, and names any other
+setting that differs (`artifacts.run_directory.variant_name`).
 """
 
 import csv
@@ -35,6 +38,9 @@ EVALUATION_COLUMNS = (
 RETURN_COLUMNS = ("step", "frames", "return")
 EPISODES_TAG = "eval/episodes"
 EPISODE_SCORES_TAG = "eval/episode_scores"  # a text summary: the scores as a JSON list
+# Atari runs are exported straight below OUT, the layout from before other families; the
+# others go below OUT/<family>/, since their game names overlap Atari's (MinAtar has a Breakout).
+ATARI_FAMILY = "atari"
 
 
 class ExportError(ValueError):
@@ -49,7 +55,9 @@ class Export:
 
     def destination(self, out: Path) -> Path:
         name = f"seed{self.info.seed}_{count_name(self.info.total_frames)}"
-        return out / self.info.game / self.info.kind / name
+        family = self.info.family
+        below = out if family == ATARI_FAMILY else out / family
+        return below / self.info.game / self.info.variant / name
 
 
 def count_name(count: int) -> str:
@@ -68,7 +76,9 @@ def number(value: float) -> str:
 
 def evaluation_rows(info: RunDirectory, scalars: dict, texts: dict) -> list[tuple[str, ...]]:
     """One row per periodic test; the normalized score uses the no-op reference table, as the
-    training loop's `eval/normalized_score` does. Absent values are empty cells."""
+    training loop's `eval/normalized_score` does. Absent values are empty cells, and so is
+    the normalized score of a game without human reference scores (MinAtar's)."""
+    has_reference = info.environment_kind.has_human_reference
     steps, means = scalars.get(EVAL_TAG, ((), ()))
     episodes = dict(zip(*scalars.get(EPISODES_TAG, ((), ())), strict=True))
     scores = texts.get(EPISODE_SCORES_TAG, {})
@@ -82,7 +92,7 @@ def evaluation_rows(info: RunDirectory, scalars: dict, texts: dict) -> list[tupl
                 str(step * info.frame_skip),
                 "" if count is None else str(int(count)),
                 number(mean),
-                number(normalized_score(mean, info.game, "noop")),
+                number(normalized_score(mean, info.game, "noop")) if has_reference else "",
                 " ".join(number(score) for score in listed),
             )
         )
@@ -156,6 +166,12 @@ def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
         writer = csv.writer(file, lineterminator="\n")
         writer.writerow(columns)
         writer.writerows(rows)
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of an exported CSV file, by column name."""
+    with path.open(newline="") as file:
+        return list(csv.DictReader(file))
 
 
 def write(export: Export, out: Path) -> Path:

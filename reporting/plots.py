@@ -1,6 +1,6 @@
 """The reports' figures: the sweep's learning curves per game (median and interquartile range
 over seeds, as the paper's Figure 8) and learning-speed summary (Figure 4); exported runs beside
-Dopamine's published curves."""
+Dopamine's published curves; MinAtar's training returns beside its published DQN."""
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,7 +13,8 @@ from evaluation.scores import reference_scores
 from reporting import curves
 from reporting.sweep_report import Group, Report
 
-if TYPE_CHECKING:  # published.py draws with this module: no import cycle at run time
+if TYPE_CHECKING:  # published.py and minatar.py draw with this module: no import cycle
+    from reporting.minatar_results import Reference, SeedBand
     from reporting.published import Band, Variant
 
 # The paper's colours: black uniform, red rank-based, blue proportional.
@@ -24,10 +25,24 @@ LABELS = {
     "proportional": "proportional",
 }
 DOPAMINE_COLOURS = {"DQN": "darkorange", "Rainbow": "purple"}
+PUBLISHED_DQN_COLOUR = DOPAMINE_COLOURS["DQN"]  # any published DQN, Dopamine's or MinAtar's
+# For a second variant of one replay kind in a figure (another target rule or priority signal).
+OTHER_COLOURS = ("tab:green", "tab:cyan", "tab:brown", "tab:pink", "tab:olive", "tab:gray")
 
 
 def _colour(kind: str) -> str:
     return COLOURS.get(kind, "grey")
+
+
+def variant_colours(variants: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """(variant name, replay kind) in drawing order -> colour: the first variant of each kind
+    the paper's colour of its kind, every other one the next of OTHER_COLOURS, so that no two
+    variants of one figure share a colour (up to their number)."""
+    colours, spare = {}, iter(OTHER_COLOURS)
+    for name, kind in variants:
+        taken = _colour(kind) in colours.values() or kind not in COLOURS
+        colours[name] = next(spare, "grey") if taken else _colour(kind)
+    return colours
 
 
 def plot_learning_curves(groups: Sequence[Group], bins: int, ylabel: str, path: Path) -> None:
@@ -66,9 +81,10 @@ def plot_published(
     Dopamine's published curves dashed, against frames."""
     figure = Figure(figsize=(7, 4.5), dpi=100)
     axes = figure.subplots()
+    colours = variant_colours([(variant.name, variant.kind) for variant in variants])
     for variant in variants:
-        label = f"{LABELS.get(variant.kind, variant.kind)} ({len(variant.runs)} runs)"
-        _band(axes, variant.band, _colour(variant.kind), label, marker=".")
+        label = f"{LABELS.get(variant.name, variant.name)} ({len(variant.runs)} runs)"
+        _band(axes, variant.band, colours[variant.name], label, marker=".")
     for agent, band in dopamine.items():
         # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
         _band(
@@ -86,6 +102,69 @@ def plot_published(
     axes.set_ylabel("score (median, min–max over runs)")
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7, framealpha=0.5)  # see-through: points may lie behind it
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def _published_dqn(axes, reference: "Reference", first_frames: int, last_frames: int) -> None:
+    """The published value at `first_frames` as a star there, at `last_frames` (beyond the
+    runs) as a dashed line: the axis then ends with the runs instead of at `last_frames`."""
+    note = "" if reference.comparable else " (older game version: not comparable)"
+    if first_frames in reference.returns:
+        axes.plot(
+            first_frames / 1e6,
+            reference.returns[first_frames],
+            marker="*",
+            markersize=12,
+            linestyle="none",
+            color=PUBLISHED_DQN_COLOUR,
+            label=f"published DQN at {first_frames / 1e6:g}M{note}",
+            clip_on=False,  # at the axis' right end when the runs end there
+        )
+    if last_frames in reference.returns:
+        axes.axhline(
+            reference.returns[last_frames],
+            color=PUBLISHED_DQN_COLOUR,
+            linestyle="--",
+            linewidth=1,
+            label=f"published DQN at {last_frames / 1e6:g}M{note}",
+        )
+
+
+def plot_minatar(
+    title: str,
+    bands: Sequence["SeedBand"],
+    reference: "Reference | None",
+    reference_frames: tuple[int, int],
+    path: Path,
+) -> None:
+    """One MinAtar game: per variant its seeds' last-100 averages as thin lines and their mean
+    over seeds as a thick line with a ± standard-error band, against frames; MinAtar's
+    published DQN at `reference_frames` (`_published_dqn`). The x axis ends at the later of
+    the runs' end and the first reference frame count."""
+    figure = Figure(figsize=(7, 4.5), dpi=100)
+    axes = figure.subplots()
+    colours = variant_colours([(band.name, band.kind) for band in bands])
+    for band in bands:
+        colour = colours[band.name]
+        for frames, curve in band.seeds:
+            axes.plot(frames / 1e6, curve, color=colour, linewidth=0.5, alpha=0.4)
+        millions = band.grid / 1e6
+        label = f"{LABELS.get(band.name, band.name)} ({len(band.seeds)} seeds)"
+        axes.plot(millions, band.mean, color=colour, linewidth=2, label=label)
+        low, high = band.mean - band.error, band.mean + band.error
+        axes.fill_between(millions, low, high, color=colour, alpha=0.2, linewidth=0)
+    end = max(band.grid[-1] for band in bands)
+    if reference is not None:
+        _published_dqn(axes, reference, *reference_frames)
+        if reference_frames[0] in reference.returns:
+            end = max(end, reference_frames[0])
+    axes.set_xlim(0, end / 1e6)
+    axes.set_title(f"MinAtar {title}: training return (last 100 episodes)")
+    axes.set_xlabel("frames (millions)")
+    axes.set_ylabel("return: mean ± s.e. over seeds")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, framealpha=0.5)
     figure.tight_layout()
     figure.savefig(path)
 

@@ -2,7 +2,7 @@
 
     python -m reporting published results --out results/report
 
-Reads the runs that `python -m reporting export` wrote (their config.yaml and evaluations.csv)
+Reads the Atari runs that `python -m reporting export` wrote (config.yaml, evaluations.csv)
 and writes into OUT one published_<game>.png per game (each replay variant's periodic-test
 score against frames, median and min–max over runs, with Dopamine's curves over the same
 frames) and report.md (per game and variant, the scores at the last frame count all its runs
@@ -22,9 +22,15 @@ import numpy as np
 from artifacts.run_directory import RunDirectory, find_runs
 from envs.games import resolve_game
 from evaluation.scores import normalized_score, reference_scores
-from reporting.export import EVALUATIONS, count_name
+from reporting.export import ATARI_FAMILY, EVALUATIONS, count_name, read_rows
 from reporting.plots import plot_published
-from reporting.sweep_report import format_percent, format_score, kind_key, markdown_row
+from reporting.sweep_report import (
+    format_interval,
+    format_percent,
+    format_score,
+    kind_key,
+    markdown_row,
+)
 
 DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
 DOPAMINE_AGENTS = ("DQN", "Rainbow")
@@ -44,18 +50,20 @@ class Band:
         return Band(self.frames[keep], self.median[keep], self.low[keep], self.high[keep])
 
     def cell(self, index: int) -> str:
-        return (
-            f"{format_score(self.median[index])} [{format_score(self.low[index])}, "
-            f"{format_score(self.high[index])}]"
-        )
+        return format_interval(self.median[index], self.low[index], self.high[index])
+
+
+def packaged_rows(file_name: str) -> list[dict[str, str]]:
+    """The rows of a CSV file of reporting/data/ (described in its README.md), by column."""
+    text = resources.files(__package__).joinpath("data", file_name).read_text("utf-8")
+    return list(csv.DictReader(text.splitlines()))
 
 
 @functools.cache
 def dopamine_curves() -> dict[tuple[str, str], Band]:
     """(ROM id, agent) -> Dopamine's curve; its game names (`mspacman`) resolve like ours."""
-    text = resources.files(__package__).joinpath("data", DOPAMINE_CSV).read_text("utf-8")
     rows: dict[tuple[str, str], list[tuple[float, ...]]] = {}
-    for row in csv.DictReader(text.splitlines()):
+    for row in packaged_rows(DOPAMINE_CSV):
         key = (resolve_game(row["game"]).rom_id, row["agent"])
         rows.setdefault(key, []).append(
             tuple(
@@ -75,31 +83,41 @@ class ResultRun:
 
 @dataclass(frozen=True)
 class Variant:
-    """The runs of one game and replay kind: their band over the union of their test frame
-    counts (each point over the runs tested there) and the last frame count all share."""
+    """The runs of one game and variant (`RunDirectory.variant`): their band over the union of
+    their test frame counts (each point over the runs tested there) and the last frame count
+    all share."""
 
     game: str
-    kind: str
+    name: str
+    kind: str  # the replay kind of every run of the variant
     runs: tuple[ResultRun, ...]
     band: Band
     shared: int | None
 
 
 def read_results(results_dir: Path) -> tuple[list[ResultRun], list[str]]:
-    """(the exported runs with at least one periodic test, notes on the others)."""
-    runs, notes = [], []
+    """(the exported Atari runs with at least one periodic test, notes on the others). Runs of
+    other families are left out with one note per family: Dopamine published Atari games, and
+    the human reference scores are Atari's."""
+    runs, notes, other_families = [], [], {}
     for info in find_runs(results_dir):
+        if info.family != ATARI_FAMILY:
+            other_families[info.family] = other_families.get(info.family, 0) + 1
+            continue
         path = info.path / EVALUATIONS
         if not path.is_file():
             notes.append(f"{info.path}: no {EVALUATIONS} (not an exported run), left out")
             continue
-        with path.open(newline="") as file:
-            rows = list(csv.DictReader(file))
+        rows = read_rows(path)
         if not rows:
             notes.append(f"{info.path}: no periodic test, left out")
             continue
         frames = np.array([int(row["frames"]) for row in rows], dtype=np.int64)
         runs.append(ResultRun(info, frames, np.array([float(row["mean_score"]) for row in rows])))
+    notes += [
+        f"{count} {family} run(s) left out (not Atari): python -m reporting {family}"
+        for family, count in sorted(other_families.items())
+    ]
     return runs, notes
 
 
@@ -117,11 +135,18 @@ def last_shared_frames(runs: Sequence[ResultRun]) -> int | None:
 def group_variants(runs: Sequence[ResultRun]) -> list[Variant]:
     groups: dict[tuple[str, str], list[ResultRun]] = {}
     for run in sorted(runs, key=lambda run: (run.info.seed, str(run.info.path))):
-        groups.setdefault((run.info.game, run.info.kind), []).append(run)
+        groups.setdefault((run.info.game, run.info.variant), []).append(run)
     return [
-        Variant(game, kind, tuple(members), band_over_runs(members), last_shared_frames(members))
-        for (game, kind), members in sorted(
-            groups.items(), key=lambda i: (i[0][0], kind_key(i[0][1]))
+        Variant(
+            game,
+            name,
+            members[0].info.kind,
+            tuple(members),
+            band_over_runs(members),
+            last_shared_frames(members),
+        )
+        for (game, name), members in sorted(
+            groups.items(), key=lambda i: (i[0][0], kind_key(i[1][0].info.kind), i[0][1])
         )
     ]
 
@@ -150,7 +175,7 @@ def variant_row(variant: Variant) -> str:
     game = resolve_game(variant.game)
     seeds = ", ".join(str(run.info.seed) for run in variant.runs)
     random_human = [format_score(value) for value in reference_scores(variant.game, "noop")]
-    cells = [game.name, variant.kind, f"{len(variant.runs)} ({seeds})", _budgets(variant)]
+    cells = [game.name, variant.name, f"{len(variant.runs)} ({seeds})", _budgets(variant)]
     if variant.shared is None:
         cells += ["–", "–", *random_human, "–", "–", "–", "–"]
     else:

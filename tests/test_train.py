@@ -1,5 +1,6 @@
 """train.py: config composition, validation, schedules and an in-process smoke run."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -220,3 +221,129 @@ def test_a_run_with_the_learner_and_the_frames_on_cuda(pipelined, tmp_path):
     assert [e.step for e in events.Scalars("eval/score")] == [200, 400, 600, 800]
     losses = [e.value for e in events.Scalars("train/loss")]
     assert len(losses) == 8 and np.isfinite(losses).all()
+
+
+MINATAR_PRESETS = ("minatar_dqn", "minatar_ddqn", "minatar_per_dqn")
+
+
+@pytest.mark.parametrize("signal", ["td_error", "huber_loss", "td_error_change"])
+@pytest.mark.parametrize("eviction", ["fifo", "lowest_priority"])
+@pytest.mark.parametrize("replay", REPLAYS)
+@pytest.mark.parametrize("preset", MINATAR_PRESETS)
+def test_minatar_presets_compose_with_every_replay_kind_signal_and_eviction(
+    preset, replay, eviction, signal
+):
+    overrides = [f"experiment={preset}", f"replay.eviction={eviction}"]
+    overrides += [f"replay.priority_signal={signal}"]
+    # The prioritized preset chooses its replay; any other kind on the command line wins.
+    overrides += [] if preset == "minatar_per_dqn" and replay == "uniform" else [f"replay={replay}"]
+    cfg = config(*overrides)
+    validate_config(cfg)
+    assert (cfg.env.kind, cfg.agent.network, cfg.agent.history_length) == ("minatar", "minatar", 1)
+    assert cfg.agent.learning_rate == 0.00025  # uniform's, whatever the replay kind
+    assert cfg.replay.importance_exponent_final_step == 5_000_000
+    assert cfg.replay.capacity == 100_000 and cfg.train.reward_clip is None
+
+
+def test_minatar_dqn_is_the_published_agent():
+    cfg = config("experiment=minatar_dqn")
+    agent, t = cfg.agent, cfg.train
+    assert (agent.target_rule, agent.optimizer) == ("dqn", "torch_rmsprop")
+    assert (agent.rmsprop_decay, agent.rmsprop_epsilon, agent.td_error_clip) == (0.95, 0.01, 1.0)
+    assert (t.batch_size, t.update_period_steps, t.learning_start_steps) == (32, 1, 5_000)
+    assert (t.target_update_period_steps, t.epsilon_final, t.epsilon_decay_steps) == (
+        1_000,
+        0.1,
+        100_000,
+    )
+    assert t.total_steps * cfg.env.frame_skip == 1_000_000 and cfg.replay.kind == "uniform"
+    assert (cfg.env.repeat_action_probability, cfg.env.difficulty_ramping) == (0.1, True)
+    assert config("experiment=minatar_ddqn").agent.target_rule == "double_dqn"
+    per = config("experiment=minatar_per_dqn").replay
+    assert (per.kind, per.priority_exponent, per.importance_exponent) == ("proportional", 0.6, 0.4)
+    assert (per.priority_signal, per.priority_epsilon, per.weight_normalization) == (
+        "huber_loss",
+        0.00001,
+        "batch",
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ("experiment=minatar_dqn", "env.game=pong"),
+            "env.game=pong is not allowed: MinAtar's games are asterix, breakout",
+        ),
+        (
+            ("experiment=minatar_dqn", "agent.network=nature"),
+            "agent.network=nature is not allowed here: the Nature network takes 84x84 frames, "
+            "not (4, 10, 10)",
+        ),
+        (("env=minatar",), "agent.network=nature is not allowed here"),
+        (
+            ("experiment=minatar_dqn", "+env.noop_max=5"),
+            "env.noop_max is not a setting; env has: difficulty_ramping, frame_skip, game, kind, "
+            "max_episode_frames, repeat_action_probability",
+        ),
+        (("agent.target_rule=sarsa",), "agent.target_rule=sarsa is not allowed: must be one of"),
+        (("train.reward_clip=0",), "train.reward_clip=0 is not allowed: must be null"),
+        (
+            ("replay=proportional", "replay.importance_exponent_final_step=0"),
+            "replay.importance_exponent_final_step=0 is not allowed",
+        ),
+    ],
+)
+def test_settings_that_do_not_fit_the_env_are_one_line_errors(overrides, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        validate_config(config(*overrides))
+    assert "\n" not in str(error.value)
+
+
+def test_a_minatar_run_trains_tests_and_checkpoints(tmp_path):
+    parts = smoke_run(
+        tmp_path,
+        "experiment=minatar_per_dqn",
+        "env.game=asterix",
+        "train.total_steps=600",
+        "train.learning_start_steps=100",
+        "train.target_update_period_steps=100",
+        "train.log_period_steps=100",
+        "replay.capacity=300",
+        "evaluation.every_frames=300",
+        "evaluation.frames=200",
+        "checkpoint.every_steps=300",
+    )
+    assert type(parts.env).__name__ == "MinAtarEnv"
+    assert parts.replay.storage.frames.shape == (300, 4, 10, 10)
+    events = EventAccumulator(str(tmp_path / "tensorboard")).Reload()
+    assert [e.step for e in events.Scalars("eval/score")] == [300, 600]
+    assert "eval/normalized_score" not in events.Tags()["scalars"]  # no human reference
+    assert [e.step for e in events.Scalars("train/loss")] == [100, 200, 300, 400, 500, 600]
+    assert all(np.isfinite(e.value) for e in events.Scalars("train/loss"))
+    checkpoint = CheckpointStore(tmp_path / "checkpoints").read_latest()
+    assert checkpoint["step"] == 600 and checkpoint["state"]["identity"]["env.kind"] == "minatar"
+    snapshot = torch.load(tmp_path / "agent_final.pt", weights_only=True)
+    assert (snapshot["network"], snapshot["frame_shape"], snapshot["game"]) == (
+        "minatar",
+        [4, 10, 10],
+        "asterix",
+    )
+
+
+def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last(tmp_path):
+    cfg = config(
+        *SMOKE,
+        "replay=proportional",
+        "train.total_steps=400",
+        "replay.importance_exponent_final_step=1100",
+    )
+    training = Training(train.build(cfg), cfg, tmp_path, CheckpointStore(tmp_path), StopRequest())
+    # Linear from learning start (step 100, β 0.4) to step 1100 (β 1): 0.52 at step 300.
+    training.step = 300
+    assert training.importance_exponent() == pytest.approx(0.52)
+    training.step = 400
+    assert training.importance_exponent() == pytest.approx(0.58)
+    training.cfg.replay.importance_exponent_final_step = None  # the paper's: the last step
+    assert training.importance_exponent() == 1.0
+    training.parts.env.close()

@@ -11,6 +11,7 @@ from torch import nn
 
 from agents import DoubleDQN, LearnStats, double_q_targets, resolve_device, weighted_huber_loss
 from agents.acceleration import PinnedStaging
+from agents.double_dqn import dqn_targets
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -374,3 +375,61 @@ def test_learn_takes_states_already_on_its_device():
     batch.all_states = batch.all_states.float()
     with pytest.raises(ValueError, match=r"batch\.all_states must be uint8 on cpu"):
         on_device.learn(batch)
+
+
+def test_dqn_targets_take_the_target_networks_maximum():
+    """On the hand-built case above, DQN's target is r + γ(1 − t) max_a Q_target(S', a)."""
+    targets = dqn_targets(
+        torch.tensor(TARGET[4:], dtype=torch.float32),
+        torch.tensor(REWARDS),
+        torch.tensor(TERMINALS, dtype=torch.float32),
+        discount=0.5,
+    )
+    assert targets.tolist() == [6.0, 3.0, -1.0, 4.5]
+
+
+def test_learn_with_the_dqn_target_returns_its_exact_td_errors_and_loss():
+    agent = make_agent(num_actions=3, discount=0.5, target_rule="dqn")
+    agent.online, agent.target = LookupQ(ONLINE), LookupQ(TARGET)
+    stats = agent.learn(id_batch(range(4), range(4, 8), ACTIONS, REWARDS, TERMINALS, WEIGHTS))
+    # y = [6, 3, -1, 4.5] minus Q(S, A) = [1, 0.25, 2, -1.25]
+    assert stats.td_errors.tolist() == [5.0, 2.75, -3.0, 5.75]
+    # Huber_1 = [4.5, 2.25, 2.5, 5.25] weighted by [1, 0.5, 0.25, 2]: 16.75 over 4
+    assert stats.loss == 4.1875
+
+
+def test_the_minatar_agent_learns_on_minatar_states():
+    agent = make_agent(
+        num_actions=6,
+        history_length=1,
+        frame_shape=(4, 10, 10),
+        network="minatar",
+        target_rule="dqn",
+        optimizer="torch_rmsprop",
+    )
+    rng = np.random.default_rng(0)
+    batch = FakeBatch(
+        (rng.random((16, 1, 4, 10, 10)) < 0.1).astype(np.uint8),
+        rng.integers(0, 6, 8),
+        rng.uniform(-1, 1, 8).astype(np.float32),
+        np.zeros(8, np.float32),
+        np.ones(8, np.float32),
+    )
+    losses = [agent.learn(batch).loss for _ in range(30)]
+    assert losses[-1] < losses[0]
+    assert 0 <= agent.act(batch.states[0], epsilon=0.0) < 6
+    with pytest.raises(ValueError, match=r"batch\.all_states must be uint8 \(16, 1, 4, 10, 10\)"):
+        agent.learn(random_batch())
+
+
+@pytest.mark.parametrize(
+    ("argument", "message"),
+    [
+        ({"target_rule": "sarsa"}, "agent.target_rule=sarsa is not allowed: must be one of"),
+        ({"optimizer": "adam"}, "agent.optimizer=adam is not allowed: must be one of"),
+        ({"network": "minatar"}, r"agent.network=minatar is not allowed here: the MinAtar"),
+    ],
+)
+def test_unknown_rules_and_a_network_that_does_not_take_the_frames_are_refused(argument, message):
+    with pytest.raises(ValueError, match=message):
+        make_agent(**argument)

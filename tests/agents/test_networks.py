@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agents import NatureQNetwork
+from agents.networks import MinAtarQNetwork, build_network
 
 
 def _hand_count(num_actions: int, history: int = 4) -> int:
@@ -83,3 +84,40 @@ def test_init_is_uniform_within_one_over_sqrt_fan_in():
         if layer.bias is not None:
             assert layer.bias.abs().max() <= bound
     assert abs(net.head_bias.item()) <= 1.0 / math.sqrt(512)
+
+
+@pytest.mark.parametrize(("channels", "num_actions"), [(4, 6), (10, 6), (7, 3)])
+def test_the_minatar_network_has_minatars_layers(channels, num_actions):
+    """One 3x3 conv of 16 filters (stride 1, so 8x8 outputs), 128 hidden units, one output per
+    action, biases everywhere: MinAtar's examples/dqn.py."""
+    net = MinAtarQNetwork(num_actions, 1, (channels, 10, 10))
+    expected = (16 * channels * 9 + 16) + (16 * 8 * 8 * 128 + 128) + (128 * num_actions)
+    assert sum(p.numel() for p in net.parameters()) == expected + num_actions
+    frames = torch.randint(0, 2, (5, 1, channels, 10, 10), dtype=torch.uint8)
+    q = net(frames)
+    assert q.shape == (5, num_actions) and q.dtype == torch.float32
+
+
+def test_the_minatar_network_is_the_plain_layers_function():
+    """Channels-last is a memory layout only: the same values as the layers applied in order
+    to the frames as floats, flattened channel-major as MinAtar does."""
+    net = MinAtarQNetwork(6, 2, (4, 10, 10))
+    frames = torch.randint(0, 2, (3, 2, 4, 10, 10), dtype=torch.uint8)
+    grids = frames.reshape(3, 8, 10, 10).float().contiguous()
+    conv = torch.nn.functional.conv2d(grids, net.conv.weight.contiguous(), net.conv.bias)
+    hidden = torch.relu(net.hidden(torch.relu(conv).reshape(3, -1)))
+    torch.testing.assert_close(net(frames), net.output(hidden), rtol=1e-5, atol=1e-6)
+
+
+def test_networks_by_name_refuse_frames_they_do_not_take():
+    assert isinstance(build_network("minatar", 6, 1, (4, 10, 10)), MinAtarQNetwork)
+    with pytest.raises(ValueError) as error:
+        build_network("nature", 6, 1, (4, 10, 10))
+    assert str(error.value) == (
+        "agent.network=nature is not allowed here: the Nature network takes 84x84 frames, "
+        "not (4, 10, 10)"
+    )
+    with pytest.raises(ValueError, match="agent.network=mlp is not allowed: must be one of"):
+        build_network("mlp", 6, 1, (84, 84))
+    with pytest.raises(TypeError, match="uint8"):
+        MinAtarQNetwork(6)(torch.zeros(1, 1, 4, 10, 10))

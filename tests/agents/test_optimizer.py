@@ -8,7 +8,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from agents import CenteredRMSProp
-from agents.networks import NatureQNetwork
+from agents.networks import MinAtarQNetwork, NatureQNetwork
 
 INITIAL = np.array([0.5, -1.0, 2.0, 0.0])
 GRADIENTS = np.array(
@@ -317,3 +317,32 @@ class OperatorCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.operators.append(func._schema.name)
         return func(*args, **(kwargs or {}))
+
+
+def test_epsilon_outside_is_torchs_centered_rmsprop_bit_for_bit():
+    """`epsilon_inside=False` (agent.optimizer=torch_rmsprop) takes torch's steps in torch's
+    order, so a network trained with either has the same bits."""
+    ours = run_torch(
+        lambda p: CenteredRMSProp(p, lr=0.1, decay=0.95, epsilon=0.01, epsilon_inside=False)
+    )
+    torchs = run_torch(
+        lambda p: torch.optim.RMSprop(p, lr=0.1, alpha=0.95, eps=0.01, centered=True)
+    )
+    for mine, theirs in zip(ours, torchs, strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    networks = []
+    for make in (
+        lambda p: CenteredRMSProp(p, lr=2.5e-4, epsilon=0.01, epsilon_inside=False),
+        lambda p: torch.optim.RMSprop(p, lr=2.5e-4, alpha=0.95, eps=0.01, centered=True),
+    ):
+        torch.manual_seed(0)
+        network = MinAtarQNetwork(6, 1, (4, 10, 10))
+        optimizer, generator = make(network.parameters()), torch.Generator().manual_seed(1)
+        for _ in range(20):
+            states = (torch.rand((32, 1, 4, 10, 10), generator=generator) < 0.1).byte()
+            optimizer.zero_grad()
+            network(states).square().mean().backward()
+            optimizer.step()
+        networks.append(network)
+    for mine, theirs in zip(*(n.parameters() for n in networks), strict=True):
+        assert torch.equal(mine, theirs)

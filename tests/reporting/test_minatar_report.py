@@ -1,0 +1,182 @@
+"""`python -m reporting minatar` on a hand-made results tree whose numbers are worked out by
+hand below; its refusal of a directory without MinAtar results."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from reporting.__main__ import main
+from reporting.minatar_results import cells_at, published_dqn, read_variants
+
+# Episode k (1..200) of a run ends at frame 5000 k − 100: episodes 1..100 by 0.5M frames, the
+# last one (999,900) short of 1M. Each run returns A in its first 100 episodes and B after.
+# A finished run logged a periodic test at 1M frames, which tells that it trained that far.
+Q = 0.99**100  # running average after 100 episodes of G from 0: G (1 − Q)
+RUNS = {  # (game, target rule, replay kind, priority signal): {seed: (A, B, episodes)}
+    ("breakout", "dqn", "uniform", "td_error"): {0: (1, 10, 200), 1: (2, 12, 200), 2: (3, 14, 200)},
+    ("breakout", "dqn", "proportional", "huber_loss"): {
+        0: (2, 4, 200),
+        1: (3, 5, 200),
+        2: (4, 6, 200),
+    },
+    ("breakout", "dqn", "rank_based", "td_error"): {0: (7, 8, 200)},
+    # Seed 2 is unfinished: 120 episodes (599,900 frames), tested at 0.5M only.
+    ("freeway", "dqn", "uniform", "td_error"): {
+        0: (20, 20, 200),
+        1: (22, 22, 200),
+        2: (24, 24, 120),
+    },
+    ("seaquest", "double_dqn", "uniform", "td_error"): {0: (1, 1, 200)},
+}
+
+
+def write_csv(path: Path, header: str, rows) -> None:
+    path.write_text("\n".join([header, *(",".join(map(str, row)) for row in rows)]) + "\n")
+
+
+def write_export(run_dir: Path, config: dict, returns, test_frames) -> None:
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    frames = [5000 * k - 100 for k in range(1, len(returns) + 1)]
+    write_csv(
+        run_dir / "training_returns.csv",
+        "step,frames,return",
+        zip(frames, frames, returns, strict=True),
+    )
+    write_csv(
+        run_dir / "evaluations.csv",
+        "step,frames,episodes,mean_score,normalized_score,episode_scores",
+        [(f, f, 1, 0, "", 0) for f in test_frames],
+    )
+
+
+def minatar_config(game, target_rule, kind, signal, seed) -> dict:
+    return {
+        "seed": seed,
+        "env": {"kind": "minatar", "game": game, "frame_skip": 1, "repeat_action_probability": 0.1},
+        "agent": {"target_rule": target_rule},
+        "replay": {"kind": kind, "priority_signal": signal, "eviction": "fifo"},
+        "train": {
+            "total_steps": 1_000_000,
+            "learning_start_steps": 5_000,
+            "epsilon_decay_steps": 100_000,
+            "epsilon_final": 0.1,
+        },
+    }
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    root = tmp_path / "results"
+    for (game, target_rule, kind, signal), seeds in RUNS.items():
+        for seed, (first, later, episodes) in seeds.items():
+            config = minatar_config(game, target_rule, kind, signal, seed)
+            returns = ([first] * 100 + [later] * 100)[:episodes]
+            tests = [500_000, 1_000_000] if episodes == 200 else [500_000]
+            name = f"minatar/{game}/{target_rule}-{kind}-{signal}/seed{seed}_1M"
+            write_export(root / name, config, returns, tests)
+    # An Atari export and a MinAtar run that is no export: not in the report.
+    atari = minatar_config("breakout", "double_dqn", "uniform", "td_error", 0)
+    atari["env"] = {"kind": "atari", "game": "breakout", "frame_skip": 4}
+    write_export(root / "breakout/uniform/seed0_4M", atari, [5.0] * 200, [1_000_000])
+    (root / "minatar/unexported").mkdir(parents=True)
+    (root / "minatar/unexported/config.yaml").write_text(
+        OmegaConf.to_yaml(minatar_config("asterix", "dqn", "uniform", "td_error", 0))
+    )
+    return root
+
+
+def test_cells_hold_the_statistics_over_the_seeds_that_trained_that_far(results):
+    variants, notes = read_variants(results)
+    assert [(v.game, v.name) for v in variants] == [
+        ("breakout", "dqn-uniform"),
+        ("breakout", "dqn-rank_based"),
+        ("breakout", "dqn-proportional-huber_loss"),
+        ("freeway", "dqn-uniform"),
+        ("seaquest", "uniform"),
+    ]
+    assert notes == [
+        f"{results}/minatar/unexported: no training_returns.csv (not an exported run), left out"
+    ]
+    at_1m = {(c.variant.game, c.variant.name): c for c in cells_at(variants, 1_000_000)}
+    uniform = at_1m["breakout", "dqn-uniform"]
+    assert uniform.seeds == 3 and uniform.last_versus_uniform is None
+    # Last 100 at 1M: B = 10, 12, 14. Running: (1 − Q)(B + Q A).
+    assert uniform.last == pytest.approx((12.0, 2 / np.sqrt(3)), rel=1e-12)
+    running = (1 - Q) * (np.array([10, 12, 14]) + Q * np.array([1, 2, 3]))
+    assert uniform.running == pytest.approx((running.mean(), running.std(ddof=1) / np.sqrt(3)))
+    # Prioritized minus uniform: B = 4, 5, 6 against 10, 12, 14 (Welch, by hand in
+    # test_seed_statistics: ν = 50/17, t = 3.2188, standard error √(5/3)).
+    difference, low, high = at_1m["breakout", "dqn-proportional-huber_loss"].last_versus_uniform
+    assert (difference, low, high) == pytest.approx(
+        (-7.0, -11.155399503182505, -2.8446004968174945)
+    )
+    single = at_1m["breakout", "dqn-rank_based"]
+    assert (
+        single.seeds == 1 and np.isnan(single.last[1]) and np.isnan(single.last_versus_uniform[1])
+    )
+    assert at_1m["freeway", "dqn-uniform"].seeds == 2  # seed 2 stopped at 599,900 frames
+    assert cells_at(variants, 500_000)[3].seeds == 3
+
+
+def test_report_tables_figures_and_verdicts(results, tmp_path):
+    out = tmp_path / "report"
+    text = main(["minatar", str(results), "--out", str(out)]).read_text()
+    assert "Runs: 11 in 5 game × variant groups; games: 3." in text
+    assert "ε-greedy with ε 0.1 after 105k frames; sticky actions 0.1; 1M frames per run" in text
+    half, full = text.split("## At 500k frames")[1].split("## At 1M frames")
+    # 0.5M: last 100 = A: 1, 2, 3 → 2.0 ± 1/√3; running A (1 − Q) → 1.3 ± 0.4. Prioritized
+    # A = 2, 3, 4: +1 with ν = 4, t = 2.776, standard error √(2/3): [−1.3, 3.3].
+    assert "| Breakout | dqn-uniform | 3 of 3 | 2.0 ± 0.6 | 1.3 ± 0.4 | 9.0 | – | – |" in half
+    assert (
+        "| Breakout | dqn-proportional-huber_loss | 3 of 3 | 3.0 ± 0.6 | 1.9 ± 0.4 | 9.0 | "
+        "1.0 [-1.3, 3.3] | 0.6 [-0.8, 2.1] |" in half
+    )
+    assert "No interval lies entirely below or above zero" in half
+    # 1M: uniform running (1 − Q)(B + Q A) = 8.07 ± 0.87; prioritized 5.0 ± 0.6 and
+    # (1 − Q)(B + Q A) for A = 2..4, B = 4..6: 3.87 ± 0.50.
+    assert "| Breakout | dqn-uniform | 3 of 3 | 12.0 ± 1.2 | 8.1 ± 0.9 | 9.0 | – | – |" in full
+    assert (
+        "| Breakout | dqn-proportional-huber_loss | 3 of 3 | 5.0 ± 0.6 | 3.9 ± 0.5 | 9.0 | "
+        "-7.0 [-11.2, -2.8] |"
+    ) in full
+    assert "| Breakout | dqn-rank_based | 1 of 1 | 8.0 ± – | 6.7 ± – | 9.0 | -4.0 [–, –] |" in full
+    assert "| Freeway | dqn-uniform | 2 of 3 | 21.0 ± 1.0 | 18.2 ± 0.9 | 48.0 | – | – |" in full
+    assert "| Seaquest | uniform | 1 of 1 | 1.0 ± – | 0.9 ± – | 1.0 † | – | – |" in full
+    assert (
+        "- Breakout, dqn-proportional-huber_loss: the last-100 average difference "
+        "-7.0 [-11.2, -2.8] lies entirely below zero: worse than dqn-uniform."
+    ) in full
+    assert full.index("| Breakout | dqn-uniform") < full.index("| Breakout | dqn-rank_based")
+    for game in ("breakout", "freeway", "seaquest"):
+        assert (out / f"minatar_{game}.png").read_bytes()[:4] == b"\x89PNG"
+        assert f"![minatar_{game}.png](minatar_{game}.png)" in text
+    assert "unexported: no training_returns.csv" in text
+
+
+def test_a_directory_without_minatar_results_is_refused(results, tmp_path, capsys):
+    atari_only = results / "breakout"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["minatar", str(atari_only), "--out", str(tmp_path / "report")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith(
+        f"error: {atari_only} holds no exported MinAtar run"
+    )
+    assert not (tmp_path / "report").exists()
+
+
+def test_published_values_and_their_comparability():
+    reference = published_dqn()
+    assert sorted(reference) == ["asterix", "breakout", "freeway", "seaquest", "space_invaders"]
+    assert reference["breakout"].returns == {1_000_000: 9.0, 5_000_000: 10.0}
+    assert [game for game, r in reference.items() if not r.comparable] == ["seaquest"]
+
+
+def test_the_dopamine_report_leaves_minatar_runs_out(results, tmp_path):
+    text = main(["published", str(results), "--out", str(tmp_path / "published")]).read_text()
+    # The MinAtar runs (11 exported, 1 not) are not Atari games: only Atari's Breakout is shown.
+    assert "- 12 minatar run(s) left out (not Atari): python -m reporting minatar" in text
+    assert "| Breakout | uniform | 1 (0) |" in text and "dqn-uniform" not in text
