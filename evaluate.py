@@ -4,28 +4,37 @@
     python evaluate.py RUN_DIR protocol=human_starts start_states=pong_starts.npz
     python evaluate.py MULTIRUN_DIR protocol=human_starts start_states=starts/  # <rom_id>.npz
     python evaluate.py RUN_DIR/agent_latest.pt episodes=5 env.max_episode_frames=18000
+    python evaluate.py MINATAR_RUN_DIR episodes=100              # raw scores (episodes)
 
 The path is a snapshot (.pt), a run directory (its ``agent_best.pt``, or ``snapshot=latest``)
 or a multirun directory (every run below it). Arguments are ``key=value`` like train.py's:
 
-    protocol=noop|human_starts   noop: 1-30 random no-ops, ε 0.01, 30 episodes per run;
-                                 human_starts: one episode per start point, ε 0.001
+    protocol=noop|human_starts|episodes
+                                 noop: 1-30 random no-ops, ε 0.01, 30 episodes per run;
+                                 human_starts: one episode per start point, ε 0.001;
+                                 episodes: 30 episodes from the env's own reset with the
+                                 run's test ε (0.01), raw scores only. Default: noop, or
+                                 episodes for env kinds without human reference (MinAtar)
     snapshot=best|latest         which snapshot of a run directory
-    episodes=N                   no-op episodes per run (30), or the first N start points
+    episodes=N                   episodes per run (30), or the first N start points
     epsilon=E                    override the protocol's ε (Table 5)
     start_states=PATH            human_starts: a start-state file, or a directory of <rom_id>.npz
     seed=S                       seeds every evaluation env and ε draw (0)
     device=auto|cpu|cuda[:N]     where the network runs (auto)
     output=DIR                   where evaluation_<protocol>.json/.csv go (the evaluated dir)
     bootstrap_reps=N             resamples for the IQM confidence interval (2000)
-    env.KEY=V                    override the run's make_env arguments (env.max_episode_frames)
+    env.KEY=V                    override an argument of the run's env factory (make_env for
+                                 Atari, make_minatar_env for MinAtar): env.max_episode_frames
 
 It prints a table (per game: raw mean ± std, human-normalized score, the paper's Double DQN
-scores) and writes it as JSON and CSV. Exit status 2 with a one-line message on bad input.
+scores; the raw scores alone under the episodes protocol) and writes it as JSON and CSV. Exit
+status 2 with a one-line message on bad input, including a protocol that needs human reference
+data for runs of an env kind that has none (MinAtar: noop and human_starts).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -33,7 +42,8 @@ import ale_py
 import numpy as np
 
 from artifacts.command_line import unwritable_reason
-from envs.atari import make_env
+from artifacts.snapshot import read_snapshot
+from envs.registry import environment_kind
 from envs.start_state_file import load_start_states
 from evaluation.arguments import check_arguments_of, parse_arguments
 from evaluation.protocol_registry import PROTOCOLS, Protocol
@@ -42,15 +52,16 @@ from evaluation.score_table import (
     RunScore,
     format_table,
     game_rows,
+    normalizes,
     paper_note,
     summaries,
     write_report,
 )
 from evaluation.scores import normalized_score
-from evaluation.snapshot import load_agent_snapshot
+from evaluation.snapshot import frame_shape_of, load_agent_snapshot
 
 DEFAULTS = {
-    "protocol": "noop",
+    "protocol": None,  # chosen from the runs' env kinds: see choose_protocol
     "snapshot": "best",
     "episodes": None,
     "epsilon": None,
@@ -81,14 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def check_options(options: dict) -> None:
-    if options["protocol"] not in PROTOCOLS:
+    """What can be checked before the runs are found (check_runs does the rest)."""
+    if options["protocol"] is not None and options["protocol"] not in PROTOCOLS:
         raise ValueError(
             f"protocol={options['protocol']} is not allowed: must be one of {', '.join(PROTOCOLS)}"
-        )
-    if PROTOCOLS[options["protocol"]].needs_start_states and not options["start_states"]:
-        raise ValueError(
-            f"protocol={options['protocol']} needs start_states=FILE.npz (or a directory of "
-            "<rom_id>.npz); make one with python -m evaluation.start_states sample"
         )
     for key in ("episodes", "bootstrap_reps"):
         value = options[key]
@@ -99,13 +106,58 @@ def check_options(options: dict) -> None:
     epsilon = options["epsilon"]
     if epsilon is not None and not (isinstance(epsilon, int | float) and 0 <= epsilon <= 1):
         raise ValueError(f"epsilon={epsilon} is not allowed: must be in [0, 1]")
-    check_arguments_of(make_env, options["env"], "env", skip=("seed",))
+
+
+def choose_protocol(name: str | None, specs: list[RunSpec]) -> Protocol:
+    """The protocol ``name``, refused (one line naming it, the env kind and why) unless it can
+    evaluate every run's env kind; with no name, the first registered protocol that needs no
+    start_states= and can: no-op starts where every run is Atari, else episodes."""
+    kinds = sorted({spec.env_kind for spec in specs})
+    if name is None:
+        for protocol in PROTOCOLS.values():
+            if not protocol.needs_start_states and not _unavailable(protocol, kinds):
+                return protocol
+        raise ValueError(f"no protocol can evaluate runs of env.kind={'/'.join(kinds)}")
+    protocol = PROTOCOLS[name]
+    refused = _unavailable(protocol, kinds)
+    if refused:
+        kind, reason = next(iter(refused.items()))
+        available = [p.name for p in PROTOCOLS.values() if not _unavailable(p, [kind])]
+        raise ValueError(
+            f"protocol {name} is not available for env.kind={kind}: {reason} "
+            f"(protocols for it: {', '.join(available)})"
+        )
+    return protocol
+
+
+def _unavailable(protocol: Protocol, kinds: list[str]) -> dict[str, str]:
+    """Env kind -> why ``protocol`` cannot evaluate its runs, for those of ``kinds`` it cannot."""
+    reasons = {kind: protocol.unavailable_reason(environment_kind(kind)) for kind in kinds}
+    return {kind: reason for kind, reason in reasons.items() if reason is not None}
+
+
+def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
+    """The options that depend on the protocol and the runs' env kinds: start states where the
+    protocol needs them, env.KEY overrides that are arguments of each run's env factory, and
+    snapshots that fit their runs (each is read once more to play it: they are small)."""
+    if protocol.needs_start_states and not options["start_states"]:
+        raise ValueError(
+            f"protocol={protocol.name} needs start_states=FILE.npz (or a directory of "
+            "<rom_id>.npz); make one with python -m evaluation.start_states sample"
+        )
+    for kind in sorted({spec.env_kind for spec in specs}):
+        check_arguments_of(environment_kind(kind).make, options["env"], "env", skip=("seed",))
+    for spec in specs:
+        check_snapshot(spec, protocol, options)
 
 
 def run(path: Path, options: dict) -> None:
-    """Evaluate every run under ``path``, print the table, write JSON and CSV."""
-    protocol = PROTOCOLS[options["protocol"]]
+    """Evaluate every run under ``path``, print the table, write JSON and CSV. Everything that
+    can be refused is refused before the first episode is played and before any file is
+    written."""
     specs = find_snapshots(path, options["snapshot"])
+    protocol = choose_protocol(options["protocol"], specs)
+    check_runs(protocol, specs, options)
     output = (
         Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
     )
@@ -116,27 +168,55 @@ def run(path: Path, options: dict) -> None:
     scores, sources = [], set()
     for spec, stream in zip(specs, streams, strict=True):
         print(f"evaluating {spec.name} ({protocol.name}) ...", file=sys.stderr, flush=True)
-        score, source = evaluate_run(spec, options, np.random.default_rng(stream))
+        score, source = evaluate_run(spec, protocol, options, np.random.default_rng(stream))
         scores.append(score)
         sources.add(source)
-    header = report_header(options, specs, sorted(s for s in sources if s))
+    start_files = sorted(s for s in sources if s)
+    header = report_header(protocol, options, specs, start_files, normalizes(protocol, scores))
     rows = game_rows(scores, protocol)
-    summary = summaries(scores, rows, reps=options["bootstrap_reps"], seed=options["seed"])
+    summary = summaries(
+        scores, rows, protocol, reps=options["bootstrap_reps"], seed=options["seed"]
+    )
     print(format_table(header, rows, summary))
     for written in write_report(output, protocol, header, scores, rows, summary):
         print(f"wrote {written}")
 
 
-def evaluate_run(spec: RunSpec, options: dict, rng: np.random.Generator) -> tuple[RunScore, str]:
-    """One run under the chosen protocol; returns its score row and the start-state file."""
-    agent, info = load_agent_snapshot(spec.snapshot, options["device"])
-    protocol = PROTOCOLS[options["protocol"]]
-    env_kwargs = {"game": info.game, **env_arguments(protocol, spec, options)}
-    if env_kwargs["game"] != info.game:
+def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
+    """The snapshot must be an agent for the run's game and for the frames of its env (a
+    one-line ValueError if not)."""
+    payload = read_snapshot(spec.snapshot)
+    environment = environment_kind(spec.env_kind)
+    game = payload["game"]
+    env_kwargs = {"game": game, **env_arguments(protocol, spec, options)}
+    try:
+        same_game = environment.game_id(str(env_kwargs["game"])) == environment.game_id(game)
+    except ValueError:  # one of the two is no game of this env kind
+        same_game = False
+    if not same_game:
         raise ValueError(
-            f"{spec.snapshot} is an agent for {info.game}, but its run config "
+            f"{spec.snapshot} is an agent for {game}, but its run config "
             f"says env.game={env_kwargs['game']}"
         )
+    # Defaults of the factory where the config sets nothing (a snapshot outside a run).
+    settings = {**_defaults_of(environment.make), **env_kwargs}
+    env_shape, agent_shape = tuple(environment.frame_shape(settings)), frame_shape_of(payload)
+    if env_shape != agent_shape:
+        # A snapshot outside its run directory has no config: it is taken for an Atari agent.
+        hint = "" if spec.env_kwargs else " (no run config beside it: evaluate its run directory)"
+        raise ValueError(
+            f"{spec.snapshot} is an agent for frames of shape {agent_shape}, but "
+            f"env.kind={spec.env_kind} gives frames of shape {env_shape}{hint}"
+        )
+
+
+def evaluate_run(
+    spec: RunSpec, protocol: Protocol, options: dict, rng: np.random.Generator
+) -> tuple[RunScore, str]:
+    """One run under ``protocol``; returns its score row and the start-state file."""
+    agent, info = load_agent_snapshot(spec.snapshot, options["device"])
+    env_kwargs = {"game": info.game, **env_arguments(protocol, spec, options)}
+    epsilon = epsilon_of(protocol, spec, options)
     starts, source = None, ""
     if protocol.needs_start_states:
         start_file = start_state_file(Path(options["start_states"]), info.game)
@@ -145,7 +225,7 @@ def evaluate_run(spec: RunSpec, options: dict, rng: np.random.Generator) -> tupl
         agent,
         env_kwargs,
         rng=rng,
-        epsilon=epsilon_of(protocol, options),
+        epsilon=epsilon,
         episodes=options["episodes"] or protocol.budget,
         start_states=starts,
     )
@@ -159,12 +239,24 @@ def evaluate_run(spec: RunSpec, options: dict, rng: np.random.Generator) -> tupl
         episodes=len(result.scores),
         mean=result.mean,
         std=result.std,
-        normalized=normalized_score(result.mean, info.game, protocol.reference),
+        normalized=None
+        if protocol.reference is None
+        else normalized_score(result.mean, info.game, protocol.reference),
         partial=result.partial,
         episode_scores=tuple(result.scores.tolist()),
         start_frames=tuple(result.start_frames.tolist()),
+        env_kind=spec.env_kind,
+        epsilon=epsilon,
     )
     return score, source
+
+
+def _defaults_of(factory) -> dict:
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(factory).parameters.items()
+        if parameter.default is not parameter.empty
+    }
 
 
 def start_state_file(path: Path, game: str) -> Path:
@@ -178,38 +270,66 @@ def start_state_file(path: Path, game: str) -> Path:
 
 
 def env_arguments(protocol: Protocol, spec: RunSpec, options: dict) -> dict:
-    """make_env's arguments for a run: its config's, then the env.KEY overrides; the
-    protocol's episode cap where neither sets one."""
+    """The env's settings for a run (``env.kind`` and its factory's arguments): its config's,
+    then the env.KEY overrides; the protocol's episode cap where neither sets one."""
     return {"max_episode_frames": protocol.max_episode_frames, **spec.env_kwargs, **options["env"]}
 
 
-def epsilon_of(protocol: Protocol, options: dict) -> float:
-    return protocol.epsilon if options["epsilon"] is None else options["epsilon"]
+def epsilon_of(protocol: Protocol, spec: RunSpec, options: dict) -> float:
+    """epsilon= where given; else the run's own test ε for a protocol that uses it; else the
+    protocol's."""
+    if options["epsilon"] is not None:
+        return options["epsilon"]
+    if protocol.uses_run_epsilon and spec.test_epsilon is not None:
+        return spec.test_epsilon
+    return protocol.epsilon
 
 
-def report_header(options: dict, specs: list[RunSpec], start_files: list[str]) -> dict:
-    protocol = PROTOCOLS[options["protocol"]]
-    epsilon = epsilon_of(protocol, options)
-    used = [env_arguments(protocol, spec, options) for spec in specs]  # what make_env got
-    noop_max = {env.get("noop_max", 30) for env in used}
-    caps = {env["max_episode_frames"] for env in used}
+def noop_max_of(spec: RunSpec, env: dict) -> int:
+    """The most random no-ops the run's env plays at a reset (0 for a factory without no-ops)."""
+    default = _defaults_of(environment_kind(spec.env_kind).make).get("noop_max", 0)
+    return env.get("noop_max", default)
+
+
+def report_header(
+    protocol: Protocol,
+    options: dict,
+    specs: list[RunSpec],
+    start_files: list[str],
+    normalized: bool,
+) -> dict:
+    epsilons = sorted({epsilon_of(protocol, spec, options) for spec in specs})
+    used = [env_arguments(protocol, spec, options) for spec in specs]  # what the env got
+    noop_max = sorted({noop_max_of(spec, env) for spec, env in zip(specs, used, strict=True)})
+    resets = [f"1-{most} random no-ops" if most else "no no-ops" for most in noop_max]
+    caps = sorted({env["max_episode_frames"] for env in used})
     title = protocol.title.format(
-        noop_max="/".join(map(str, sorted(noop_max))),
-        epsilon=epsilon,
+        noop_max="/".join(map(str, noop_max)),
+        reset="/".join(resets),
+        epsilon="/".join(map(str, epsilons)),
         episodes=protocol.budget_text(options["episodes"]),
     )
-    cap_text = "/".join(f"{cap:,}" for cap in sorted(caps))
     return {
-        "title": f"{title}; episodes capped at {cap_text} frames",
-        "paper_note": paper_note(protocol),
+        "title": f"{title}; {_cap_text(caps)}",
+        "normalized": normalized,
+        "paper_note": paper_note(protocol) if normalized else None,
         "protocol": protocol.name,
-        "epsilon": epsilon,
+        "epsilon": epsilons[0] if len(epsilons) == 1 else epsilons,
+        "env_kinds": sorted({spec.env_kind for spec in specs}),
         "snapshot": options["snapshot"],
         "seed": options["seed"],
         "env_overrides": options["env"],
         "start_states": start_files,
         "ale_py_version": ale_py.__version__,
     }
+
+
+def _cap_text(caps: list[int]) -> str:
+    """'episodes capped at 108,000 frames'; a cap of 0 is none (MinAtar's published setting)."""
+    capped = "/".join(f"{cap:,}" for cap in caps if cap)
+    if not capped:
+        return "episodes not capped"
+    return f"episodes capped at {capped} frames" + (" or not capped" if 0 in caps else "")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ CONFIGURATIONS = {  # name: (what changes from the paper's config, overrides)
     ),
 }
 REPLAY_ROWS = ("replay add", "learn: replay.sample", "learn: update_priorities")
-NETWORK = "Nature CNN"
+NETWORK = "nature"  # the pass of benchmarks/throughput.py with the configured network
 
 
 def throughput_command(args, name: str, seed: int, ceiling: bool) -> list[str]:

@@ -2,6 +2,7 @@
 
     python benchmarks/throughput.py replay=proportional --steps 4000
     python benchmarks/throughput.py replay=uniform agent.device=cuda replay.capacity=1000000
+    python benchmarks/throughput.py experiment=minatar_dqn replay=proportional threads=1
 
 The run is built as train.py builds it (Hydra compose of configs/, `train.build`,
 `Training`) in a temporary directory. The replay is prefilled to capacity through
@@ -42,14 +43,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import agents.double_dqn as double_dqn  # noqa: E402
+import agents.networks as networks  # noqa: E402
 import evaluation.protocols as protocols  # noqa: E402
 from artifacts.run_directory import RunDirectory  # noqa: E402
-from envs.games import resolve_game  # noqa: E402
+from envs.registry import environment_kind  # noqa: E402
 from train import build  # noqa: E402
 from training.checkpoints import CheckpointStore  # noqa: E402
 from training.loop import Training  # noqa: E402
 from training.periodic_test import PeriodicTest  # noqa: E402
-from training.run_guard import torch_threads  # noqa: E402
+from training.run_guard import keep_freed_memory, torch_threads  # noqa: E402
 from training.validation import validate_config  # noqa: E402
 
 # The learning phase as most of a 50M-step run sees it: learning has started and ε is at its
@@ -70,6 +72,7 @@ AGENT_ROWS = ("learn: agent.start_learning", "learn: waiting for the update")
 RATES = {
     "steps_per_second": "agent steps/s",
     "steps_per_second_without_test": "agent steps/s without the test",
+    "frames_per_second": "frames/s",
     "updates_per_second": "updates/s",
     "ms_per_update": "ms per update (start + wait)",
     "cpu_per_wall": "process CPU s per wall s",
@@ -77,19 +80,19 @@ RATES = {
 
 
 class TrivialQNetwork(nn.Module):
-    """NatureQNetwork's interface (uint8 frames in, Q values out) with almost no arithmetic:
-    a linear map of every 12th pixel (7 x 7 per frame), for the loop's ceiling."""
+    """A Q-network's interface (uint8 states in, Q values out) with almost no arithmetic: a
+    linear map of at most 7 x 7 points of each frame channel (every 12th pixel of an Atari
+    frame), for the loop's ceiling."""
 
-    def __init__(self, num_actions: int, history_length: int = 4) -> None:
+    def __init__(self, num_actions: int, history_length: int, frame_shape: tuple) -> None:
         super().__init__()
-        self.num_actions, self.history_length = num_actions, history_length
-        self.head = nn.Linear(history_length * 7 * 7, num_actions)
+        self.stride = max(1, frame_shape[-1] // 7)
+        points = int(np.prod(frame_shape[:-2])) * len(range(0, frame_shape[-1], self.stride)) ** 2
+        self.head = nn.Linear(history_length * points, num_actions)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        return self.head(frames[:, :, ::12, ::12].flatten(1).float().div_(255.0))
-
-
-NETWORKS = {"Nature CNN": double_dqn.NatureQNetwork, "trivial network": TrivialQNetwork}
+        sampled = frames[..., :: self.stride, :: self.stride]
+        return self.head(sampled.flatten(1).float().div_(255.0))
 
 
 @contextlib.contextmanager
@@ -145,7 +148,9 @@ class Meter:
 def prefill(replay, count: int, num_actions: int) -> None:
     """Fill the memory through its own add path, so that the window samples from a full
     memory as a long run does; the frames' content changes no cost."""
-    frames = np.random.default_rng(0).integers(0, 256, (8, 84, 84), dtype=np.uint8)
+    shape = replay.storage.frame_shape
+    levels = 256 if len(shape) == 2 else 2  # grey levels, or MinAtar's binary channels
+    frames = np.random.default_rng(0).integers(0, levels, (8, *shape), dtype=np.uint8)
     for index in range(count):
         if index % 1000 == 0:  # episodes of 1000 steps, each leaving a few slots unsampleable
             replay.start_episode(frames[0])
@@ -218,6 +223,7 @@ def figures(meter: Meter, steps: int, test_us: float) -> dict:
         "total_us_per_step": loop_us + test_us,
         "steps_per_second": 1e6 / (loop_us + test_us),
         "steps_per_second_without_test": 1e6 / loop_us,
+        "frames_per_second": 1e6 / (loop_us + test_us) * meter.training.cfg.env.frame_skip,
         "updates_per_second": updates / seconds,
         "ms_per_update": 1e3 * agent_seconds / max(updates, 1),
         # Below 1 with one torch thread: the process waited for a core (a busy machine).
@@ -225,12 +231,13 @@ def figures(meter: Meter, steps: int, test_us: float) -> dict:
     }
 
 
-def measure(cfg, args, name: str) -> dict:
-    """One pass of the real loop with the network `name`, in a throw-away run directory."""
+def measure(cfg, args, network: type[nn.Module]) -> dict:
+    """One pass of the real loop with `network` in place of the configured one, in a
+    throw-away run directory."""
     gc.collect()  # the last pass's memory is held by reference cycles (wrappers, the meter)
     with (
         tempfile.TemporaryDirectory(prefix="throughput_") as directory,
-        patched(double_dqn, "NatureQNetwork", NETWORKS[name]),
+        patched(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
     ):
         run_dir, parts = Path(directory), build(cfg)
         try:
@@ -260,7 +267,7 @@ def compose_config(user: list[str]) -> tuple:
         cfg.replay.capacity = CPU_CAPACITY
         overrides.append(f"replay.capacity={CPU_CAPACITY}")
     validate_config(cfg)
-    cfg.env.game = resolve_game(cfg.env.game).rom_id
+    cfg.env.game = environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
     return cfg, overrides
 
 
@@ -354,9 +361,11 @@ def main() -> None:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     torch.set_num_threads(torch_threads(cfg.threads))
+    keep_freed_memory()  # as train.py
     loads = [os.getloadavg()]
-    names = list(NETWORKS)[: 1 if args.no_ceiling else None]
-    passes = {name: measure(cfg, args, name) for name in names}
+    candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}
+    candidates |= {} if args.no_ceiling else {"trivial network": TrivialQNetwork}
+    passes = {name: measure(cfg, args, network) for name, network in candidates.items()}
     loads.append(os.getloadavg())
     print(header(cfg, args, overrides, loads) + "\n" + tables(passes))
     if args.json:

@@ -20,7 +20,6 @@ import numpy as np
 
 from cliffwalk.learners import TOLERANCE, QLearner
 from cliffwalk.progress import LearningProgress
-from replay.priority_signals import PRIORITY_SIGNALS
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
 from replay.sampler import UniformSampler
@@ -226,11 +225,14 @@ STRATEGIES: dict[str, Callable[[QLearner, np.random.Generator, ReplaySettings], 
     "proportional": replay_proportional,
     "rank_based": replay_rank_based,
 }
-# Each stochastic sampler under every signal: the plain name is |δ|, the paper's, and
+# The measures of learning progress compared here: the paper's |δ| and its patent's two.
+LEARNING_PROGRESS_SIGNALS = ("td_error", "td_error_change", "parameter_change")
+# Each stochastic sampler under each of them: the plain name is |δ|, the paper's, and
 # "SAMPLER:SIGNAL" another signal of `replay.priority_signals`.
 SIGNAL_STRATEGIES: dict[str, tuple[str, ...]] = {
     sampler: tuple(
-        sampler if signal == "td_error" else f"{sampler}:{signal}" for signal in PRIORITY_SIGNALS
+        sampler if signal == "td_error" else f"{sampler}:{signal}"
+        for signal in LEARNING_PROGRESS_SIGNALS
     )
     for sampler in ("proportional", "rank_based")
 }

@@ -1,5 +1,5 @@
 """Evaluation of trained agents: the no-op and human-starts protocols, human-normalized scores,
-loading snapshots, reports.
+raw-score episodes for env kinds without human reference (MinAtar), loading snapshots, reports.
 
 - `protocol_registry.py`: ``PROTOCOLS``, one ``Protocol`` record per protocol, what
   `evaluate.py` and its score table read everything about a protocol from;

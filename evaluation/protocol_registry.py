@@ -22,6 +22,7 @@ from evaluation.protocols import (
 )
 
 if typing.TYPE_CHECKING:
+    from envs.registry import EnvironmentKind
     from envs.start_state_file import StartStates
 
 # 30 minutes at 60 Hz: both of the paper's protocols cap an episode there (Appendix B.2.3).
@@ -46,17 +47,27 @@ class Evaluator(typing.Protocol):
 
 @dataclass(frozen=True)
 class Protocol:
-    """Everything evaluate.py and its score table know about one protocol."""
+    """Everything evaluate.py and its score table know about one protocol.
+
+    A protocol with a ``reference`` table or ``needs_start_states`` (human start points) can
+    only evaluate env kinds that have human reference data (``EnvironmentKind
+    .has_human_reference``); evaluate.py refuses it for the others before anything is played.
+    """
 
     name: str  # protocol=NAME on the command line; the report is evaluation_NAME.json/.csv
     epsilon: float  # of the ε-greedy policy (the paper's Table 5); epsilon=E overrides it
     max_episode_frames: int  # the episode cap where the run's config sets none
-    reference: str  # whose reference table normalizes the scores (evaluation.scores)
+    reference: str | None  # whose reference table normalizes the scores; None: raw scores
     budget: int | None  # episodes per run unless episodes=N; None: one per start point
     unit: str  # what the budget counts, in the report's title
     needs_start_states: bool  # evaluate.py refuses to run it without start_states=
-    title: str  # the report's first line, with {noop_max}, {epsilon} and {episodes} filled in
+    # The report's first line, with {noop_max}, {reset} (what the env's reset plays before the
+    # agent acts), {epsilon} and {episodes} filled in.
+    title: str
     evaluate: Evaluator
+    # The run's own test ε (its config's evaluation.epsilon), where it has one, replaces
+    # ``epsilon``: a protocol that plays as the run's periodic test does uses the run's ε.
+    uses_run_epsilon: bool = False
 
     def budget_text(self, episodes: int | None) -> str:
         """'30 episodes per run'; 'all start points per run', 'first 5 start points per run'."""
@@ -66,8 +77,20 @@ class Protocol:
             count = str(episodes or self.budget)
         return f"{count} {self.unit} per run"
 
+    def unavailable_reason(self, environment: EnvironmentKind) -> str | None:
+        """Why this protocol cannot evaluate runs of ``environment``, or None when it can."""
+        if environment.has_human_reference:
+            return None
+        if self.needs_start_states:  # start-state files hold human play's emulator states
+            return f"the {environment.family} games have no human start states"
+        if self.reference is not None:
+            family = environment.family
+            return f"the {family} games have no human reference scores to normalize with"
+        return None
 
-def _noop(agent, env_kwargs, *, rng, epsilon, episodes, start_states) -> EvaluationResult:
+
+def _from_reset(agent, env_kwargs, *, rng, epsilon, episodes, start_states) -> EvaluationResult:
+    """Whole episodes from the env's own reset: Atari's plays its random no-ops first."""
     return evaluate_noop(agent, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes)
 
 
@@ -90,7 +113,7 @@ PROTOCOLS: dict[str, Protocol] = {
             needs_start_states=False,
             title="No-op starts evaluation (1-{noop_max} random no-ops, ε {epsilon}, "
             "{episodes}), normalized with the no-op reference scores (Wang et al. 2016)",
-            evaluate=_noop,
+            evaluate=_from_reset,
         ),
         Protocol(
             name="human_starts",
@@ -103,6 +126,19 @@ PROTOCOLS: dict[str, Protocol] = {
             title="Human-starts evaluation (ε {epsilon}, {episodes}), normalized with the "
             "human-starts reference scores (Nair et al. 2015, van Hasselt et al. 2016)",
             evaluate=_human_starts,
+        ),
+        Protocol(
+            name="episodes",
+            epsilon=NOOP_EPSILON,
+            max_episode_frames=THIRTY_MINUTES_FRAMES,
+            reference=None,
+            budget=30,
+            unit="episodes",
+            needs_start_states=False,
+            title="Episodes from the env's own reset ({reset}; ε {epsilon}, {episodes}), "
+            "raw scores, not human-normalized",
+            evaluate=_from_reset,
+            uses_run_epsilon=True,
         ),
     )
 }

@@ -6,6 +6,9 @@
   human's game, ε = 0.001; the 108,000-frame cap counts the human prefix and only rewards
   after the start point are scored.
 
+``evaluate_noop`` plays from whatever the env's own reset does, so it serves every env kind
+(a MinAtar reset plays no no-ops); ``evaluate_human_starts`` restores ALE states: Atari only.
+
 Each evaluation has its own env and its own ``rng`` (the env seed and every ε draw), so it
 never touches the training env or the agent's generator. Scores are unclipped game scores.
 """
@@ -91,15 +94,17 @@ def evaluate_noop(
     episodes: int | None = None,
     max_frames: int | None = None,
 ) -> EvaluationResult:
-    """ε-greedy play from random no-op starts: ``episodes`` whole episodes, or as many as fit
-    in ``max_frames`` emulated frames (no-ops included; the paper's test runs 500,000).
+    """ε-greedy play from the env's reset (Atari's: random no-op starts): ``episodes`` whole
+    episodes, or as many as fit in ``max_frames`` emulated frames (no-ops included; the
+    paper's test runs 500,000).
 
     With ``max_frames``, play stops as soon as the frame budget is used up; the episode running
     then is discarded, and the result holds the completed episodes. If none completed, the cut
     episode's score is the one score and ``partial`` is True (DQN Zoo's rule; DeepMind's Lua
     code averages completed episodes only). Give at most
-    one of the two; with neither, 30 episodes are played. ``env_kwargs`` are make_env's
-    arguments (the run config's ``env``), so episodes are capped at its ``max_episode_frames``.
+    one of the two; with neither, 30 episodes are played. ``env_kwargs`` are the env's settings
+    (the run config's ``env``: ``kind`` and its factory's arguments), so episodes are capped at
+    its ``max_episode_frames``.
     """
     if episodes is not None and max_frames is not None:
         raise ValueError("give episodes or max_frames, not both")

@@ -1,9 +1,10 @@
 """Finding what to evaluate: a snapshot file, a run directory or a multirun directory.
 
-A run directory (`artifacts.run_directory`) holds ``config.yaml`` (``env.*`` are make_env's
-arguments, ``seed``, ``replay.kind``) and the snapshots ``agent_best.pt`` (the best agent of the
-periodic test evaluations, the one the human-starts protocol evaluates) and
-``agent_latest.pt``. A multirun directory is any directory with run directories below it.
+A run directory (`artifacts.run_directory`) holds ``config.yaml`` (``env.kind`` and the
+arguments of that env kind's factory, ``seed``, ``replay.kind``, ``evaluation.epsilon``) and
+the snapshots ``agent_best.pt`` (the best agent of the periodic test evaluations, the one the
+human-starts protocol evaluates) and ``agent_latest.pt``. A multirun directory is any
+directory with run directories below it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from artifacts.run_directory import BEST_SNAPSHOT, CONFIG, LATEST_SNAPSHOT, RunDirectory, find_runs
+from envs.registry import DEFAULT_KIND
 
 SNAPSHOT_NAMES = {"best": BEST_SNAPSHOT, "latest": LATEST_SNAPSHOT}
 
@@ -23,9 +25,16 @@ class RunSpec:
 
     name: str  # a label: the run directory relative to the evaluated path, or the file name
     snapshot: Path
-    env_kwargs: dict  # make_env's arguments; always has "game"
-    variant: str  # replay.kind ("uniform", "rank_based", "proportional") or "unknown"
+    env_kwargs: dict  # the run config's env section ({} for a snapshot outside a run)
+    variant: str  # `RunDirectory.variant` (e.g. "proportional", "dqn-uniform") or "unknown"
     seed: int | None
+    test_epsilon: float | None = None  # the ε of the run's periodic test (evaluation.epsilon)
+
+    @property
+    def env_kind(self) -> str:
+        """env.kind of the run: atari where the config names none (runs from before env.kind)
+        or there is no config (a snapshot outside a run directory)."""
+        return self.env_kwargs.get("kind") or DEFAULT_KIND
 
 
 def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
@@ -67,4 +76,9 @@ def _spec(run: RunDirectory, snapshot: Path, name: str) -> RunSpec:
     if not run.config_file.is_file():
         # A bare snapshot: the paper's env for the snapshot's game (filled in on loading).
         return RunSpec(name, snapshot, {}, "unknown", None)
-    return RunSpec(name, snapshot, run.env, run.kind or "unknown", run.seed)
+    evaluation = run.config.get("evaluation")
+    epsilon = evaluation.get("epsilon") if isinstance(evaluation, dict) else None
+    if type(epsilon) not in (int, float) or not 0 <= epsilon <= 1:
+        epsilon = None  # not a training run's config: the protocol's own ε applies
+    test_epsilon = None if epsilon is None else float(epsilon)
+    return RunSpec(name, snapshot, run.env, run.variant or "unknown", run.seed, test_epsilon)

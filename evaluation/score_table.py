@@ -7,6 +7,10 @@ the runs' means for several. Across games, per variant: median and mean human-no
 the number of games above human (normalized > 100 %), and, when every game has the same number
 (>= 2) of runs, the interquartile mean with stratified-bootstrap 95 % confidence intervals
 (rliable, an optional extra: ``pip install 'per-atari[iqm]'``).
+
+Human-normalized scores and the paper's columns need a protocol with a reference table and
+runs of env kinds with human reference scores (Atari's; MinAtar has none): otherwise the table
+holds the raw scores only, with no summary lines (see :func:`normalizes`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.games import resolve_game
+from envs.registry import DEFAULT_KIND, environment_kind
 from evaluation.protocol_registry import Protocol
 from evaluation.scores import PAPER_REFERENCE, normalized_score, paper_scores
 
@@ -36,6 +41,7 @@ GAME_COLUMNS = (
     *(f"paper_{column}" for column, _ in PAPER),
     *(f"paper_{column}_normalized" for column, _ in PAPER),
 )
+RAW_GAME_COLUMNS = ("game", "game_id", "variant", "runs", "episodes", "score_mean", "score_std")
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class RunScore:
     """One run's evaluation (a row of the JSON's ``runs``)."""
 
     run: str
-    game: str  # ROM id
+    game: str  # the game's id in its env kind (envs.registry: an Atari ROM id, a MinAtar name)
     variant: str
     seed: int | None
     step: int
@@ -51,32 +57,61 @@ class RunScore:
     episodes: int
     mean: float
     std: float
-    normalized: float
+    normalized: float | None  # None: a raw-score protocol or a game without human reference
     partial: bool
     episode_scores: tuple[float, ...] = ()
     start_frames: tuple[int, ...] = ()  # no-op count or human prefix of each episode
+    env_kind: str = DEFAULT_KIND
+    epsilon: float | None = None  # of the ε-greedy policy that played the episodes
+
+
+def normalizes(protocol: Protocol, runs: list[RunScore]) -> bool:
+    """Whether the table has human-normalized scores and the paper's (Atari) columns: the
+    protocol names a reference table and every run's env kind has human reference scores."""
+    return protocol.reference is not None and all(
+        environment_kind(run.env_kind).has_human_reference for run in runs
+    )
+
+
+def game_name(game: str, env_kind: str) -> str:
+    """A game's name for the table: the display name (``Pong``) for the Atari-57 games, which
+    envs.games names and the reference tables cover; the env kind's own id otherwise."""
+    environment = environment_kind(env_kind)
+    if environment.has_human_reference:
+        return resolve_game(game).name
+    return environment.game_id(game)
 
 
 def game_rows(runs: list[RunScore], protocol: Protocol) -> list[dict]:
-    """One row per (variant, game), in game-name order; see the module docstring."""
-    groups: dict[tuple[str, str], list[RunScore]] = defaultdict(list)
+    """One row per (variant, game), in game-name order; see the module docstring. Rows of a
+    raw table (not :func:`normalizes`) have the keys ``RAW_GAME_COLUMNS``, else
+    ``GAME_COLUMNS``."""
+    normalized = normalizes(protocol, runs)
+    # Only Atari's ids are ROM ids; the normalized table keeps the column name it always had.
+    id_column = "rom_id" if normalized else "game_id"
+    groups: dict[tuple[str, str, str], list[RunScore]] = defaultdict(list)
     for run in runs:
-        groups[(run.variant, run.game)].append(run)
+        groups[(run.variant, run.game, run.env_kind)].append(run)
     rows = []
-    for (variant, game), members in sorted(groups.items(), key=lambda g: (g[0][1], g[0][0])):
+    for (variant, game, env_kind), members in sorted(
+        groups.items(), key=lambda g: (g[0][1], g[0][2], g[0][0])
+    ):
         means = np.array([m.mean for m in members])
         spread = members[0].std if len(members) == 1 else float(np.std(means))
-        paper = paper_scores(game)
         row = {
-            "game": resolve_game(game).name,
-            "rom_id": game,
+            "game": game_name(game, env_kind),
+            id_column: game,
             "variant": variant,
             "runs": len(members),
             "episodes": sum(m.episodes for m in members),
             "score_mean": float(means.mean()),
             "score_std": spread,
-            "normalized": normalized_score(means.mean(), game, protocol.reference),
         }
+        if not normalized:
+            rows.append(row)
+            continue
+        row["normalized"] = normalized_score(means.mean(), game, protocol.reference)
+        paper = paper_scores(game)
         for column, _ in PAPER:
             raw = getattr(paper, column)
             row[f"paper_{column}"] = raw
@@ -87,8 +122,13 @@ def game_rows(runs: list[RunScore], protocol: Protocol) -> list[dict]:
     return rows
 
 
-def summaries(runs: list[RunScore], rows: list[dict], *, reps: int, seed: int) -> list[dict]:
-    """Across-game numbers per variant (module docstring)."""
+def summaries(
+    runs: list[RunScore], rows: list[dict], protocol: Protocol, *, reps: int, seed: int
+) -> list[dict]:
+    """Across-game numbers per variant (module docstring); none for a raw table, whose games'
+    scores have no common scale to aggregate on."""
+    if not normalizes(protocol, runs):
+        return []
     result = []
     for variant in sorted({row["variant"] for row in rows}):
         normalized = np.array([r["normalized"] for r in rows if r["variant"] == variant])
@@ -152,14 +192,16 @@ def _rliable_iqm(matrix: np.ndarray, *, reps: int, seed: int) -> tuple[float, fl
 def write_report(
     directory: Path, protocol: Protocol, header: dict, runs, rows, summary
 ) -> list[Path]:
-    """``evaluation_<protocol>.json`` (everything) and ``.csv`` (one row per variant and game)."""
+    """``evaluation_<protocol>.json`` (everything) and ``.csv`` (one row per variant and game,
+    the columns of the rows' table: ``header["normalized"]``)."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path = directory / f"evaluation_{protocol.name}.json"
     csv_path = directory / f"evaluation_{protocol.name}.csv"
     document = {**header, "runs": [asdict(r) for r in runs], "games": rows, "summary": summary}
     json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
     with csv_path.open("w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=GAME_COLUMNS, lineterminator="\n")
+        columns = GAME_COLUMNS if header["normalized"] else RAW_GAME_COLUMNS
+        writer = csv.DictWriter(file, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     return [json_path, csv_path]
@@ -178,20 +220,19 @@ def paper_note(protocol: Protocol) -> str:
 
 def format_table(header: dict, rows: list[dict], summary: list[dict]) -> str:
     """The printed report: one line per game and variant with the paper's Table 7 Double DQN
-    scores (and their Table 6 percentages) beside it, then one summary line per variant."""
+    scores (and their Table 6 percentages) beside it, then one summary line per variant; for a
+    raw table (``header["normalized"]`` false) the raw scores alone."""
     lines = [header["title"], ""]
+    heads = f"{'game':<18}{'variant':<13}{'runs':>4}{'episodes':>9}{'score mean ± std':>24}"
+    if not header["normalized"]:
+        lines.append(heads)
+        lines.extend(_raw_cells(row) for row in rows)
+        return "\n".join(lines)
     paper_heads = "".join(f"{'paper ' + name:>22}" for _, name in PAPER)
-    lines.append(
-        f"{'game':<18}{'variant':<13}{'runs':>4}{'episodes':>9}{'score mean ± std':>24}"
-        f"{'normalized':>11}{paper_heads}"
-    )
+    lines.append(f"{heads}{'normalized':>11}{paper_heads}")
     for row in rows:
-        score = f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
         paper = "".join(_paper_cell(row, column) for column, _ in PAPER)
-        lines.append(
-            f"{row['game'][:17]:<18}{row['variant'][:12]:<13}{row['runs']:>4}"
-            f"{row['episodes']:>9}{score:>24}{_percent(row['normalized']):>11}{paper}"
-        )
+        lines.append(f"{_raw_cells(row)}{_percent(row['normalized']):>11}{paper}")
     lines.append("")
     for s in summary:
         iqm = (
@@ -209,6 +250,15 @@ def format_table(header: dict, rows: list[dict], summary: list[dict]) -> str:
         )
     lines.append(header["paper_note"])
     return "\n".join(lines)
+
+
+def _raw_cells(row: dict) -> str:
+    """Game, variant, runs, episodes and mean ± std: the columns every table has."""
+    score = f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
+    return (
+        f"{row['game'][:17]:<18}{row['variant'][:12]:<13}{row['runs']:>4}"
+        f"{row['episodes']:>9}{score:>24}"
+    )
 
 
 def _paper_cell(row: dict, column: str) -> str:

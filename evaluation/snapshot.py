@@ -11,6 +11,12 @@ from agents.double_dqn import DoubleDQN, resolve_device
 from artifacts.snapshot import SnapshotInfo, read_snapshot
 
 
+def frame_shape_of(payload: dict) -> tuple[int, ...]:
+    """The shape of one frame the snapshot's network takes (a `read_snapshot` payload)."""
+    # Snapshots from before "frame_shape" hold the Nature network on 84x84 frames.
+    return tuple(payload.get("frame_shape", (84, 84)))
+
+
 def load_agent_snapshot(
     path: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> tuple[DoubleDQN, SnapshotInfo]:
@@ -26,7 +32,7 @@ def load_agent_snapshot(
         device=str(device),
         history_length=payload["history_length"],
         network=payload.get("network", "nature"),
-        frame_shape=tuple(payload.get("frame_shape", (84, 84))),
+        frame_shape=frame_shape_of(payload),
     )
     try:
         agent.online.load_state_dict(payload["online"])

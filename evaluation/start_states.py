@@ -34,6 +34,7 @@ from envs.recording import (
     play_trajectories,
     record_trajectories,
 )
+from envs.registry import environment_kind
 from envs.start_state_file import StartStates, load_start_states, save_start_states
 from envs.trajectories import (
     TrajectoryLog,
@@ -135,6 +136,12 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     out = Path(options["out"])
     check_output("out", out)
     snapshot, run_env = find_agent(paths[0], options["snapshot"])
+    environment = environment_kind(run_env.get("kind"))
+    if not environment.has_human_reference:  # trajectory files log ALE actions: Atari only
+        raise ValueError(
+            f"play is not available for env.kind={run_env['kind']}: the {environment.family} "
+            "games have no human start states"
+        )
     # Imported here: torch loads in seconds, and the other commands do not need it.
     from evaluation.snapshot import load_agent_snapshot
 

@@ -60,11 +60,26 @@ CASES = {
         "env.gmae is not a setting; env has: frame_skip, full_action_space, game, kind, "
         "max_episode_frames, noop_max, repeat_action_probability, screen_size",
     ),
+    "an Atari game on MinAtar": (
+        ["experiment=minatar_dqn", "env.game=pong", f"hydra.run.dir={NEW}"],
+        "env.game=pong is not allowed: MinAtar's games are asterix, breakout, freeway, seaquest, "
+        "space_invaders",
+    ),
+    "the Atari network on MinAtar frames": (
+        ["env=minatar", f"hydra.run.dir={NEW}"],
+        "agent.network=nature is not allowed here: the Nature network takes 84x84 frames, not "
+        "(4, 10, 10)",
+    ),
+    "an Atari setting on MinAtar": (
+        ["experiment=minatar_dqn", "+env.noop_max=30", f"hydra.run.dir={NEW}"],
+        "env.noop_max is not a setting; env has: difficulty_ramping, frame_skip, game, kind, "
+        "max_episode_frames, repeat_action_probability",
+    ),
     "the misspelt key Hydra suggests adding": (
         ["+replay.capcity=5", f"hydra.run.dir={NEW}"],
         "replay.capcity is not a setting; replay has: capacity, device, eviction, "
-        "importance_exponent, importance_exponent_final, kind, priority_epsilon, "
-        "priority_signal, weight_normalization",
+        "importance_exponent, importance_exponent_final, importance_exponent_final_step, kind, "
+        "priority_epsilon, priority_signal, weight_normalization",
     ),
     "replay frames on a device the learner is not on": (
         ["replay.device=cuda", "agent.device=cpu", f"hydra.run.dir={NEW}"],

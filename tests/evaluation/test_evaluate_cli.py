@@ -139,9 +139,13 @@ def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, c
     ("arguments", "message"),
     [
         (["protocl=noop"], "unknown argument 'protocl': allowed keys are"),
-        (["protocol=human"], "protocol=human is not allowed: must be one of noop, human_starts"),
+        (
+            ["protocol=human"],
+            "protocol=human is not allowed: must be one of noop, human_starts, episodes",
+        ),
         (["protocol=human_starts"], "protocol=human_starts needs start_states="),
         (["env.frame_skp=3"], "env.frame_skp is not a make_env argument"),
+        (["env.difficulty_ramping=false"], "env.difficulty_ramping is not a make_env argument"),
         (["env.frame_skip=four"], "env.frame_skip=four is not allowed: must be of type int"),
         (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
         (["snapshot=final"], "snapshot=final is not allowed: must be one of best, latest"),
@@ -180,13 +184,42 @@ def test_the_registry_drives_evaluate_py(multirun, tmp_path, monkeypatch, capsys
     starts = "pong starts" if protocol.needs_start_states else None
     assert calls == [(protocol.epsilon, protocol.budget, starts)]
     title = protocol.title.format(
-        noop_max=30, epsilon=protocol.epsilon, episodes=protocol.budget_text(None)
+        noop_max=30,
+        reset="1-30 random no-ops",
+        epsilon=protocol.epsilon,
+        episodes=protocol.budget_text(None),
     )
-    assert capsys.readouterr().out.startswith(title + "; episodes capped at 108,000 frames\n")
+    printed = capsys.readouterr().out
+    assert printed.startswith(title + "; episodes capped at 108,000 frames\n")
     document = json.loads((tmp_path / f"evaluation_{protocol.name}.json").read_text())
     assert document["protocol"] == protocol.name and document["epsilon"] == protocol.epsilon
+    assert document["normalized"] is (protocol.reference is not None)
+    if protocol.reference is None:  # raw scores: no normalized value, no paper columns
+        assert document["runs"][0]["normalized"] is None
+        assert "normalized" not in document["games"][0]
+        assert "paper" not in printed and document["summary"] == []
+        return
     expected = normalized_score(6.0, "pong", protocol.reference)
     assert document["runs"][0]["normalized"] == document["games"][0]["normalized"] == expected
+
+
+def test_the_episodes_protocol_on_atari_plays_its_noop_starts_and_reports_raw_scores(
+    multirun, tmp_path, capsys
+):
+    arguments = [str(multirun / "seed=0"), "protocol=episodes", "episodes=2", *QUICK]
+    assert evaluate.main([*arguments, f"output={tmp_path}"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith(
+        "Episodes from the env's own reset (1-30 random no-ops; ε 0.01, 2 episodes per run), "
+        "raw scores, not human-normalized; episodes capped at 160 frames\n"
+    )
+    assert "Pong" in printed and "paper" not in printed
+    (run,) = json.loads((tmp_path / "evaluation_episodes.json").read_text())["runs"]
+    assert run["normalized"] is None and run["env_kind"] == "atari"
+    assert len(run["episode_scores"]) == 2 and all(1 <= k <= 30 for k in run["start_frames"])
+    rows = list(csv.DictReader((tmp_path / "evaluation_episodes.csv").open()))
+    assert (rows[0]["game"], rows[0]["game_id"]) == ("Pong", "pong")
+    assert "normalized" not in rows[0]
 
 
 def test_the_protocol_caps_episodes_where_the_run_config_does_not():

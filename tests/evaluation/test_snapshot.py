@@ -18,7 +18,7 @@ def make_agent(seed=0, num_actions=6):
 def test_round_trip_keeps_weights_metadata_and_greedy_actions(tmp_path):
     agent = make_agent()
     path = tmp_path / "run" / "agent_best.pt"
-    save_agent_snapshot(path, agent, game="ALE/Pong-v5", step=1234, frames=4936, score=-20.5)
+    save_agent_snapshot(path, agent, game="pong", step=1234, frames=4936, score=-20.5)
     loaded, info = load_agent_snapshot(path, device="cpu")
     assert (info.game, info.step, info.frames, info.score) == ("pong", 1234, 4936, -20.5)
     assert (info.num_actions, info.history_length) == (6, 4)
@@ -29,6 +29,27 @@ def test_round_trip_keeps_weights_metadata_and_greedy_actions(tmp_path):
     rng = np.random.default_rng(0)
     assert [loaded.act(s, 0.0, rng=rng) for s in states] == [agent.act(s, 0.0) for s in states]
     assert sorted(p.name for p in path.parent.iterdir()) == ["agent_best.pt"]
+
+
+def test_a_minatar_agent_comes_back_with_its_network_and_frame_shape(tmp_path):
+    agent = DoubleDQN(
+        6,
+        rng=np.random.default_rng(0),
+        device="cpu",
+        history_length=1,
+        frame_shape=(4, 10, 10),
+        network="minatar",
+        target_rule="dqn",
+        optimizer="torch_rmsprop",
+    )
+    path = tmp_path / "agent_best.pt"
+    save_agent_snapshot(path, agent, game="breakout", step=10, frames=10, score=1.0)
+    loaded, info = load_agent_snapshot(path)
+    assert (info.game, info.history_length) == ("breakout", 1)
+    assert (loaded.network, tuple(loaded.frame_shape)) == ("minatar", (4, 10, 10))
+    states = np.random.default_rng(1).integers(0, 2, (8, 1, 4, 10, 10), dtype=np.uint8)
+    rng = np.random.default_rng(0)
+    assert [loaded.act(s, 0.0, rng=rng) for s in states] == [agent.act(s, 0.0) for s in states]
 
 
 def test_overwrite_is_atomic_and_score_may_be_none(tmp_path):

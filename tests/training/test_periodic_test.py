@@ -250,7 +250,7 @@ def test_a_test_that_fails_in_the_worker_is_a_one_line_error(tmp_path):
         test.close()
     assert str(error.value) == (
         "the periodic test at step 100 failed in the evaluation worker: ValueError: "
-        "env.kind=no_such_env is not allowed: must be one of atari, lean_atari"
+        "env.kind=no_such_env is not allowed: must be one of atari, lean_atari, minatar"
     )
     assert test.pending_steps == [100] and not workers()
 

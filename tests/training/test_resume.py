@@ -384,3 +384,37 @@ def test_a_run_that_forgets_by_priority_killed_and_resumed_is_the_uninterrupted_
     complete(run_dir, f"resume={run_dir}")
     assert_same_run(run_dir, by_priority_reference)
     assert scalars(by_priority_reference) != scalars(reference)  # it did forget differently
+
+
+MINATAR_ARGUMENTS = [
+    "experiment=minatar_per_dqn",
+    "env.game=seaquest",
+    "agent.device=cpu",
+    f"train.total_steps={TOTAL_STEPS}",
+    "train.batch_size=8",
+    "train.learning_start_steps=40",
+    "train.target_update_period_steps=50",
+    "train.epsilon_decay_steps=200",
+    "train.log_period_steps=25",
+    "replay.capacity=120",
+    "evaluation.every_frames=100",
+    "evaluation.frames=60",
+    "checkpoint.every_steps=100",
+]
+
+
+@pytest.fixture(scope="module")
+def minatar_reference(tmp_path_factory) -> Path:
+    run_dir = uninterrupted(tmp_path_factory, "minatar", *MINATAR_ARGUMENTS)
+    assert len(scalars(run_dir)["episode/return"]) >= 3
+    return run_dir
+
+
+def test_a_minatar_run_killed_and_resumed_is_the_uninterrupted_run(minatar_reference, tmp_path):
+    """The game's state, its generator and the sticky action come back exactly."""
+    run_dir = tmp_path / "run"
+    process = launch(run_dir, *MINATAR_ARGUMENTS, f"hydra.run.dir={run_dir}", at_step=170)
+    assert process.wait(timeout=600) == -signal.SIGKILL, stderr(run_dir)
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == 100
+    complete(run_dir, f"resume={run_dir}")
+    assert_same_run(run_dir, minatar_reference)

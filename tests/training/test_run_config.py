@@ -15,8 +15,15 @@ def test_a_config_from_before_later_settings_is_completed_as_it_ran(tmp_path):
         "env": {"game": "breakout", "kind": "atari"},
         "train": {"total_steps": 10, "life_loss": "stop_bootstrap"},
         "threads": "auto",
-        "agent": {"pipelined": False, "cuda_graphs": True},
+        "agent": {
+            "pipelined": False,
+            "cuda_graphs": True,
+            "network": "nature",
+            "target_rule": "double_dqn",
+            "optimizer": "deepmind_rmsprop",
+        },
         "evaluation": {"worker": False},
+        "replay": {"importance_exponent_final_step": None},
     }
 
 
@@ -29,6 +36,13 @@ def test_settings_a_run_stored_are_kept(tmp_path):
         "threads": 2,
         "env": {"game": "pong", "kind": "lean_atari"},
         "train": {"life_loss": "new_episode"},
-        "agent": {"pipelined": False, "cuda_graphs": True},
+        "agent": {
+            "pipelined": False,
+            "cuda_graphs": True,
+            "network": "nature",
+            "target_rule": "double_dqn",
+            "optimizer": "deepmind_rmsprop",
+        },
         "evaluation": {"worker": False},
+        "replay": {"importance_exponent_final_step": None},
     }
