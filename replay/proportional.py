@@ -130,9 +130,13 @@ class ProportionalSampler:
         """Raw priorities (before α) of the sampleable slots, in slot order."""
         return self._raw[self._raw > 0.0]
 
-    def probabilities_of(self, indices: np.ndarray) -> np.ndarray:
-        """P(i) for the given slots (0 for slots that are not sampleable)."""
-        return self._tree.leaves[np.asarray(indices, dtype=np.int64)] / self._tree.total
+    def probabilities(self, batch_size: int) -> np.ndarray:
+        """P(i) = leaf_i / total for every slot (0 where not sampleable), whatever the batch
+        size: draw j lands on i with probability (the part of i's interval in slice j) ·
+        k / total, whose mean over the k slices is leaf_i / total."""
+        if self._size == 0:
+            raise ValueError("an empty replay has no probabilities")
+        return self._tree.values() / self._tree.total
 
     @property
     def max_priority(self) -> float:

@@ -85,7 +85,9 @@ class RankBasedSampler:
     PARTITION_TOLERANCE (1 %) of the size it was built for; otherwise it is rebuilt
     (O(k log N)). A reused partition always ends at the current N: its last segment is
     stretched or shrunk to [start, N) and its probability recomputed, so no draw ever yields a
-    rank > N and every current rank can be drawn. It is never reused across N < k.
+    rank > N and every current rank can be drawn. It is never reused across N < k. Only
+    `sample` and `min_probability` keep the partition they use; `probabilities` reports the
+    one `sample` would use without keeping it, so that asking never changes a later draw.
 
     Invariants: `_keys[:_size]` is a max-heap; `_slots[h]` is the slot at heap position h and
     `_positions[slot]` its position (−1 when not sampleable).
@@ -166,25 +168,18 @@ class RankBasedSampler:
             raise ValueError("min_probability needs the batch size: sample first")
         return float(self._segments(self._last_batch_size)[2].min())
 
-    def rank_probabilities(self, batch_size: int) -> np.ndarray:
-        """The distribution sampled over heap positions 0..N−1 (rank = position + 1)."""
-        starts, ends, rank_probabilities = self._segments(batch_size)
+    def probabilities(self, batch_size: int) -> np.ndarray:
+        """For every slot, the probability of its heap position under the partition
+        `sample(batch_size)` would use now (0 where not sampleable): the mean of the k
+        per-segment uniform distributions, 1/(k · length_j) in segment j (for N < k, c/k for
+        a position c single-position segments share)."""
+        starts, ends, rank_probabilities = self._partition(batch_size)[:3]
         per_position = np.zeros(self._size)
         for start, end, probability in zip(starts, ends, rank_probabilities, strict=True):
-            per_position[start:end] = probability
-        return per_position
-
-    def segment_bounds(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) of the heap positions of each segment, end exclusive."""
-        starts, ends, _ = self._segments(batch_size)
-        return starts.copy(), ends.copy()
-
-    def ranks_of(self, indices: np.ndarray) -> np.ndarray:
-        """Current ranks (heap position + 1) of sampleable slots."""
-        positions = self._positions[np.asarray(indices, dtype=np.int64)]
-        if (positions < 0).any():
-            raise ValueError("a slot is not sampleable")
-        return positions + 1
+            per_position[start:end] = probability  # N < k: repeats carry the same c/k
+        probabilities = np.zeros(self._positions.shape[0])
+        probabilities[self._slots[: self._size]] = per_position
+        return probabilities
 
     def priorities(self) -> np.ndarray:
         """Raw priorities of the sampleable slots, in heap order."""
@@ -241,14 +236,25 @@ class RankBasedSampler:
                 setattr(self, attribute, type(current)(state[key]))
 
     def _segments(self, batch_size: int):
-        """The partition for the current size, rebuilt or reused by the cache rule."""
+        """The partition for the current size, rebuilt or reused by the cache rule, and kept."""
+        if batch_size == self._partition_batch_size and self._size == self._partition_end:
+            return self._starts, self._ends, self._probabilities  # the common case
+        self._starts, self._ends, self._probabilities, rebuilt = self._partition(batch_size)
+        if rebuilt:
+            self._partition_size, self._partition_batch_size = self._size, batch_size
+        self._partition_end = self._size
+        return self._starts, self._ends, self._probabilities
+
+    def _partition(self, batch_size: int):
+        """(starts, ends, rank probabilities, rebuilt): the partition the cache rule gives for
+        the current size, without keeping it (the arrays may be the kept ones: read only)."""
         size = self._size
         if size == 0:
             raise ValueError("cannot sample from an empty replay")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         if batch_size == self._partition_batch_size and size == self._partition_end:
-            return self._starts, self._ends, self._probabilities  # the common case
+            return self._starts, self._ends, self._probabilities, False
         built_for, starts = self._partition_size, self._starts
         reusable = (
             batch_size == self._partition_batch_size
@@ -257,14 +263,10 @@ class RankBasedSampler:
             and starts[-1] < size
         )
         if not reusable:
-            self._starts, self._ends, self._probabilities = equal_probability_segments(
-                self._cumulative, size, batch_size
-            )
-            self._partition_size, self._partition_batch_size = size, batch_size
-        else:
-            refit_last_segment(self._starts, self._ends, self._probabilities, size)
-        self._partition_end = size
-        return self._starts, self._ends, self._probabilities
+            return (*equal_probability_segments(self._cumulative, size, batch_size), True)
+        ends, rank_probabilities = self._ends.copy(), self._probabilities.copy()
+        refit_last_segment(starts, ends, rank_probabilities, size)
+        return starts, ends, rank_probabilities, False
 
     def _forget_partition(self) -> None:
         self._partition_size, self._partition_batch_size, self._partition_end = 0, 0, 0

@@ -10,13 +10,14 @@ class Sampler(Protocol):
 
     The storage decides which slots are sampleable and announces them with `add` and `remove`;
     a sampler only ever returns slots currently added, so nothing downstream rejects or
-    resamples. `sample` returns the slots and the probability with which each was drawn under
-    the sampler's own distribution, which is what the importance weights need.
+    resamples. `sample(k)` returns k slots and, for each, its entry of `probabilities(k)`: the
+    probability the importance weights need.
 
     `update` receives RAW priorities p > 0, finite (the replay buffer turns the learner's
     output into them with the configured `replay.priority_signals` signal; α is the sampler's
-    own business). `max_priority` is the largest raw priority ever passed to `update`, 1 before
-    any: what a new slot gets.
+    own business). `max_priority` is what a new slot gets: the largest raw priority ever passed
+    to `update`, 1 before any (always 1 for a sampler that ignores priorities); it never
+    decreases, and `priorities()` holds no larger value.
     """
 
     def add(self, index: int) -> None: ...
@@ -25,9 +26,27 @@ class Sampler(Protocol):
 
     def sample(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]: ...
 
+    def probabilities(self, batch_size: int) -> np.ndarray:
+        """P over all slots (0 where not sampleable, summing to 1): P[i] is the probability
+        that one draw of `sample(batch_size)`, picked uniformly from the batch, is slot i, so
+        slot i appears batch_size · P[i] times per batch in expectation.
+
+        A stratified sampler (proportional, rank-based) makes the k draws of a batch
+        independent but not identically distributed: draw j has its own distribution P_j,
+        confined to stratum j, and P is their mean (1/k) Σ_j P_j. Pooled over n batches, slot
+        i's count then has mean n · k · P[i] and a variance no larger than under n · k i.i.d.
+        draws from P (Σ_j P_j (1 − P_j) ≤ k P (1 − P)), so a chi-square test of pooled counts
+        against P is valid for every sampler, conservative for a stratified one.
+
+        A query: it changes no later draw. Raises ValueError on an empty sampler.
+        """
+        ...
+
     def update(self, indices: np.ndarray, priorities: np.ndarray) -> None: ...
 
-    def min_probability(self) -> float: ...
+    def min_probability(self) -> float:
+        """The smallest positive entry of `probabilities(k)`, k the batch size last sampled."""
+        ...
 
     def priorities(self) -> np.ndarray: ...
 
@@ -79,6 +98,14 @@ class UniformSampler:
             raise ValueError("cannot sample from an empty replay")
         indices = self._members[self._rng.integers(0, self._size, size=batch_size)]
         return indices, np.full(batch_size, 1.0 / self._size)
+
+    def probabilities(self, batch_size: int) -> np.ndarray:
+        """1/N for each of the N sampleable slots, whatever the batch size."""
+        if self._size == 0:
+            raise ValueError("an empty replay has no probabilities")
+        probabilities = np.zeros(self._position.shape[0])
+        probabilities[self._members[: self._size]] = 1.0 / self._size
+        return probabilities
 
     def update(self, indices: np.ndarray, priorities: np.ndarray) -> None:
         """Uniform replay ignores priorities."""

@@ -217,14 +217,6 @@ class SumTree:
             )
         )
 
-    def find(self, targets: np.ndarray) -> np.ndarray:
-        """Slots whose cumulative leaf interval [prefix, prefix + leaf) holds each target."""
-        self._require_nonempty()
-        targets = np.array(targets, dtype=np.float64).reshape(-1)  # a copy: descend consumes it
-        slots = np.empty(targets.shape[0], dtype=np.int64)
-        descend(self.leaves, self.block_sums, targets, slots)
-        return slots
-
     def sample(self, uniforms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stratified draws, one per uniform in [0, 1): (slots, leaf / total)."""
         self._require_nonempty()

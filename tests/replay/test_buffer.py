@@ -61,7 +61,7 @@ def raw_priorities(buffer: ReplayBuffer, slots) -> np.ndarray:
 @pytest.mark.parametrize("storage", list(STORAGES.values()))
 def test_sampler_tracks_exactly_the_storages_sampleable_slots(storage):
     buffer = filled_buffer(storage=storage)
-    members = sorted(buffer.sampler._members[: len(buffer.sampler)])
+    members = np.flatnonzero(buffer.sampler.probabilities(buffer.batch_size))
     np.testing.assert_array_equal(members, np.flatnonzero(buffer.storage.sampleable))
     assert len(buffer) == buffer.storage.num_sampleable
 

@@ -1,10 +1,9 @@
-"""The rank-based sampler: heap, segments, cache rule, fit, approximation error, state."""
+"""The rank-based sampler: heap, segments by hand, cache rule, approximation error, state."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import chisquare
 
 from replay.priority_signals import td_error_priorities
 from replay.rank_based import RankBasedSampler
@@ -15,9 +14,10 @@ from replay.rank_segments import (
 )
 
 
-def filled(capacity, td_errors, seed=0, **options):
+def filled(capacity, td_errors, seed=0, rng=None, **options):
     """Slots 0.. with the paper's priorities min(|δ|, 1) + 0.01 of `td_errors`."""
-    sampler = RankBasedSampler(capacity, np.random.default_rng(seed), **options)
+    rng = np.random.default_rng(seed) if rng is None else rng
+    sampler = RankBasedSampler(capacity, rng, **options)
     for slot in range(len(td_errors)):
         sampler.add(slot)
     sampler.update(np.arange(len(td_errors)), td_error_priorities(np.asarray(td_errors), 0.01))
@@ -78,12 +78,9 @@ def test_heap_order_error_for_random_priorities():
     for slot in range(size):
         sampler.add(slot)
     sampler.update(np.arange(size), np.random.default_rng(1).random(size))
-    state, per_position = sampler.state_dict(), sampler.rank_probabilities(32)
-    slots, keys = state["heap_slots"][:size], state["heap_keys"][:size]
-    heap, sorted_ = np.empty(size), np.empty(size)
-    heap[slots] = per_position
-    sorted_[slots[np.argsort(-keys, kind="stable")]] = per_position
-    assert total_variation(heap, sorted_) == pytest.approx(0.15, abs=0.02)
+    heap = sampler.probabilities(32)
+    sampler.resort()  # heap positions become true ranks; the partition stays
+    assert total_variation(heap, sampler.probabilities(32)) == pytest.approx(0.15, abs=0.02)
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 31, 32, 33, 100, 4099])
@@ -101,46 +98,63 @@ def test_segments_are_valid_for_every_size(size, k):
         np.testing.assert_allclose(probabilities * (ends - starts), 1 / k)
 
 
-def test_draw_frequencies_fit_the_stated_distribution_on_a_sorted_heap():
-    rng = np.random.default_rng(8)
-    sampler = filled(200, rng.normal(size=200), seed=9)
+def test_fewer_ranks_than_segments_repeat_ranks_by_hand():
+    # α = 0.7, 3 ranks, k = 8: the quantiles (j + ½)/8 of the weights 1, 2^−0.7, 3^−0.7 fall
+    # 4, 2 and 2 times on ranks 1, 2 and 3, each segment a single rank: a batch holds each
+    # rank exactly that often, and a rank's probability is its count over 8.
+    sampler = filled(10, [0.5, 0.1, 0.9])  # raw 0.51, 0.11, 0.91: ranks 2, 3, 1
     sampler.resort()
-    keys = sampler.priorities()
-    assert (np.diff(keys) <= 0).all()  # sorted: heap positions are true ranks
-    positions = np.concatenate([sampler.ranks_of(sampler.sample(32)[0]) - 1 for _ in range(3000)])
-    expected = sampler.rank_probabilities(32) * positions.size
-    assert expected.min() > 5
-    assert chisquare(np.bincount(positions, minlength=200), expected).pvalue > 0.001
-
-
-def test_fewer_ranks_than_segments_repeat_ranks_with_summed_probabilities():
-    sampler = filled(10, [0.5, 0.1, 0.9])
-    sampler.resort()
+    np.testing.assert_array_equal(sampler.probabilities(8)[:4], [0.25, 0.25, 0.5, 0.0])
     indices, probabilities = sampler.sample(8)
-    starts, ends = sampler.segment_bounds(8)
-    counts = np.bincount(starts, minlength=3)
-    assert (counts > 0).all() and (ends == starts + 1).all()
-    np.testing.assert_allclose(probabilities, counts[sampler.ranks_of(indices) - 1] / 8)
-    np.testing.assert_array_equal(np.sort(sampler.ranks_of(indices) - 1), starts)
-    assert sampler.min_probability() == counts.min() / 8
+    np.testing.assert_array_equal(np.sort(indices), [0, 0, 1, 1, 2, 2, 2, 2])
+    np.testing.assert_array_equal(probabilities, np.where(indices == 2, 0.5, 0.25))
+    assert sampler.min_probability() == 0.25
+
+
+def test_a_new_slot_enters_at_rank_one_with_the_raw_max_priority():
+    sampler = filled(10, [0.5, 0.1])
+    sampler.update(np.array([0]), np.array([4.0]))
+    sampler.add(2)  # ties slot 0 at 4.0 and rises above it
+    assert sampler.max_priority == 4.0  # raw: α enters only the rank distribution
+    # 3 ranks, k = 8: rank 1 has 4/8, ranks 2 and 3 have 2/8 each (see the test above).
+    np.testing.assert_array_equal(sampler.probabilities(8)[:3], [0.25, 0.25, 0.5])
+
+
+def test_draw_j_lies_in_segment_j():
+    rng = np.random.default_rng(4)
+    sampler = RankBasedSampler(500, rng)
+    for slot in range(500):
+        sampler.add(slot)
+    sampler.update(np.arange(500), rng.uniform(0.01, 1.01, size=500))
+    for batch_size in (1, 7, 32):
+        for _ in range(50):
+            indices, _ = sampler.sample(batch_size)
+            state = sampler.state_dict()
+            positions = state["heap_positions"][indices]
+            starts, ends = state["partition_starts"], state["partition_ends"]
+            assert ((starts <= positions) & (positions < ends)).all()
 
 
 def test_cached_partition_is_reused_near_its_size_and_never_overshoots():
     sampler = filled(3000, np.zeros(2000), seed=1)
     sampler.sample(32)
-    built = sampler.segment_bounds(32)[0]
+    built = sampler.state_dict()["partition_starts"]
     for slot in range(1980, 2000):  # 1 % fewer: reused, the last segment shrinks
         sampler.remove(slot)
-    starts, ends = sampler.segment_bounds(32)
-    np.testing.assert_array_equal(starts, built)
-    assert ends[-1] == 1980 and sampler.rank_probabilities(32).sum() == pytest.approx(1.0)
-    assert max(sampler.ranks_of(sampler.sample(32)[0]).max() for _ in range(300)) <= 1980
+    stated = sampler.probabilities(32)
+    assert stated.sum() == pytest.approx(1.0)
+    assert max(sampler.sample(32)[0].max() for _ in range(300)) < 1980
+    np.testing.assert_array_equal(sampler.probabilities(32), stated)  # what it said it would use
+    state = sampler.state_dict()
+    np.testing.assert_array_equal(state["partition_starts"], built)
+    assert state["partition_ends"][-1] == 1980
     for slot in range(1980, 2021):  # 1.05 % more than it was built for: rebuilt
         sampler.add(slot)
     sampler.sample(32)
     assert sampler.state_dict()["partition_size"] == 2021
     sampler.set_priority_exponent(0.3)  # α changes the boundaries: rebuilt
-    assert not np.array_equal(sampler.segment_bounds(32)[0], built)
+    sampler.sample(32)
+    assert not np.array_equal(sampler.state_dict()["partition_starts"], built)
 
 
 def test_right_edge_uniforms_stay_inside_their_segment():
@@ -148,10 +162,11 @@ def test_right_edge_uniforms_stay_inside_their_segment():
         def random(self, size):
             return np.full(size, np.nextafter(1.0, 0.0))
 
-    sampler = filled(5000, np.zeros(4999))
-    sampler._rng = AlmostOne()
-    ranks = sampler.ranks_of(sampler.sample(32)[0])
-    np.testing.assert_array_equal(ranks, sampler.segment_bounds(32)[1])  # each segment's last
+    sampler = filled(5000, np.zeros(4999), rng=AlmostOne())
+    indices, _ = sampler.sample(32)
+    state = sampler.state_dict()
+    last = state["heap_slots"][state["partition_ends"] - 1]  # each segment's last position
+    np.testing.assert_array_equal(indices, last)
 
 
 def test_resort_happens_every_resort_period_adds():
@@ -170,9 +185,9 @@ def test_duplicate_indices_in_one_update_keep_the_last():
     sampler = filled(8, np.zeros(8))
     sampler.update(np.array([3, 3, 5, 3]), np.array([0.11, 0.91, 0.31, 0.41]))
     assert_heap_consistent(sampler)
-    assert sampler.ranks_of(np.array([3]))[0] == 1
+    assert sampler.state_dict()["heap_slots"][0] == 3  # rank 1
     sampler.resort()
-    assert sampler.ranks_of(np.array([3, 5])).tolist() == [1, 2]
+    assert sampler.state_dict()["heap_slots"][:2].tolist() == [3, 5]
     np.testing.assert_allclose(sampler.priorities()[:3], [0.41, 0.31, 0.01])
 
 
@@ -201,7 +216,7 @@ def test_heap_and_distribution_match_a_naive_model(operations):
         if name == "add" and slot not in model:
             sampler.add(slot)
             model[slot] = max_priority
-            assert sampler.ranks_of(np.array([slot]))[0] == 1
+            assert sampler.state_dict()["heap_slots"][0] == slot  # rank 1
         elif name == "remove" and slot in model:
             sampler.remove(slot)
             del model[slot]
@@ -215,10 +230,16 @@ def test_heap_and_distribution_match_a_naive_model(operations):
             k = slot + 1
             indices, probabilities = sampler.sample(k)
             assert set(indices.tolist()) <= set(model)
-            stated = sampler.rank_probabilities(k)
-            np.testing.assert_allclose(probabilities, stated[sampler.ranks_of(indices) - 1])
-            assert stated.sum() == pytest.approx(1.0) and (stated > 0).all()
-            assert sampler.min_probability() == stated.min()
+            stated = sampler.probabilities(k)
+            np.testing.assert_array_equal(probabilities, stated[indices])
+            np.testing.assert_array_equal(np.flatnonzero(stated), sorted(model))
+            size, heap_slots = len(model), sampler.state_dict()["heap_slots"]
+            cumulative = rank_cumulative_weights(25, sampler.priority_exponent)
+            segments = equal_probability_segments(cumulative, size, k)
+            by_position = segment_distribution(*segments, size)  # rank = heap position + 1
+            np.testing.assert_array_equal(stated[heap_slots[:size]], by_position)
+            assert stated.sum() == pytest.approx(1.0)
+            assert sampler.min_probability() == stated[stated > 0].min()
         assert len(sampler) == len(model) and sampler.max_priority == max_priority
         np.testing.assert_array_equal(np.sort(sampler.priorities()), sorted(model.values()))
         assert_heap_consistent(sampler)

@@ -1,56 +1,50 @@
-"""The `Sampler` contract of replay/sampler.py, checked on every sampler, and with every
-storage behind a replay buffer."""
+"""The `Sampler` contract of replay/sampler.py, checked through the protocol alone on every
+sampler in `replay.registry.SAMPLERS`, built as train.py builds it from its preset, and with
+every storage behind a replay buffer: a sampler added to the registry is checked unchanged."""
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
+from scipy.stats import chisquare
 
 from replay.buffer import ReplayBuffer
-from replay.proportional import ProportionalSampler
-from replay.rank_based import RankBasedSampler
-from replay.registry import STORAGES
-from replay.sampler import UniformSampler
+from replay.registry import SAMPLERS, STORAGES, build_sampler
 
-FACTORIES = {
-    "uniform": lambda capacity, rng: UniformSampler(capacity, rng),
-    "proportional": lambda capacity, rng: ProportionalSampler(capacity, rng),
-    "rank_based": lambda capacity, rng: RankBasedSampler(capacity, rng, resort_period=97),
-}
-PRIORITIZED = ["proportional", "rank_based"]
+PRESETS = Path(__file__).resolve().parents[2] / "configs" / "replay"
 
 
-@pytest.fixture(params=list(FACTORIES))
+@pytest.fixture(params=list(SAMPLERS))
 def kind(request):
     return request.param
 
 
-def make(kind, capacity, seed=0):
-    return FACTORIES[kind](capacity, np.random.default_rng(seed))
+def make(kind, capacity, rng=None):
+    """The sampler `kind` with the settings of `configs/replay/<kind>.yaml` and `capacity`."""
+    preset = OmegaConf.to_container(OmegaConf.load(PRESETS / f"{kind}.yaml")).get("replay", {})
+    rng = np.random.default_rng(0) if rng is None else rng
+    return build_sampler(kind, {**preset, "capacity": capacity}, rng)
 
 
-class FixedUniforms:
-    """Stands in for np.random.Generator where a test needs chosen uniforms."""
-
-    def __init__(self, values):
-        self.values = np.asarray(values, dtype=np.float64)
-
-    def random(self, size):
-        return self.values[:size].copy()
+def sampleable(sampler) -> np.ndarray:
+    """The slots a sampler can draw, by its stated probabilities."""
+    if len(sampler) == 0:
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(sampler.probabilities(1) > 0)
 
 
-def stated_probabilities(sampler, indices, batch_size):
-    """P(slot) by each sampler's own formula, computed outside its sampling path."""
-    if isinstance(sampler, UniformSampler):
-        return np.full(len(indices), 1.0 / len(sampler))
-    if isinstance(sampler, ProportionalSampler):
-        leaves = sampler.priorities() ** sampler.priority_exponent
-        mine = sampler.state_dict()["raw_priorities"][indices] ** sampler.priority_exponent
-        return mine / leaves.sum()
-    return sampler.rank_probabilities(batch_size)[sampler.ranks_of(indices) - 1]
+def assert_states_its_probabilities(sampler, members, batch_size, indices, probabilities):
+    """`probabilities(k)` is a distribution over exactly the members, and `sample(k)` returned
+    its entries at the slots drawn."""
+    stated = sampler.probabilities(batch_size)
+    np.testing.assert_array_equal(np.flatnonzero(stated), sorted(members))
+    assert stated.min() >= 0 and stated.sum() == pytest.approx(1.0, abs=1e-9)
+    np.testing.assert_allclose(probabilities, stated[indices], rtol=1e-12)
 
 
-def test_only_added_slots_are_returned_under_random_add_remove_update(kind):
+def test_only_added_slots_are_returned_with_their_stated_probabilities(kind):
     capacity, rng = 60, np.random.default_rng(1)
     sampler, members = make(kind, capacity), set()
     for _ in range(1500):
@@ -69,12 +63,80 @@ def test_only_added_slots_are_returned_under_random_add_remove_update(kind):
         indices, probabilities = sampler.sample(batch_size)
         assert set(indices.tolist()) <= members
         assert indices.shape == probabilities.shape == (batch_size,)
-        assert ((probabilities > 0) & (probabilities <= 1)).all()
-        np.testing.assert_allclose(
-            probabilities, stated_probabilities(sampler, indices, batch_size), rtol=1e-9
-        )
+        assert_states_its_probabilities(sampler, members, batch_size, indices, probabilities)
         sampler.update(indices, rng.uniform(0.01, 2.0, size=batch_size))
         assert len(sampler) == len(members)
+
+
+# (capacity, sampleable slots, batch size, raw priorities of those slots or None for none
+# written): more slots than draws, fewer, single draws, ties, a heavy tail, many at the
+# smallest priority ε, and holes.
+FIT_CASES = {
+    "spread": (60, np.arange(60), 32, lambda rng: rng.uniform(0.01, 2.0, size=60)),
+    "fewer slots than draws": (8, np.arange(5), 32, lambda rng: rng.uniform(0.01, 2.0, size=5)),
+    "single draws": (40, np.arange(40), 1, lambda rng: rng.uniform(0.01, 2.0, size=40)),
+    "all tied": (50, np.arange(50), 16, None),
+    "heavy tail": (60, np.arange(60), 32, lambda rng: rng.pareto(1.2, size=60) * 0.05 + 0.01),
+    "a third at ε": (
+        60,
+        np.arange(60),
+        32,
+        lambda rng: np.r_[np.full(20, 0.01), rng.uniform(0.01, 2, 40)],
+    ),
+    "holes": (120, np.arange(3, 120, 3), 8, lambda rng: rng.uniform(0.01, 2.0, size=39)),
+}
+
+
+@pytest.mark.parametrize("case", list(FIT_CASES))
+def test_draws_fit_the_stated_probabilities(kind, case):
+    """Pearson's chi-square of pooled draws against probabilities(k) (valid for stratified
+    draws too, see `Sampler.probabilities`), with fixed seeds; bins expected below 5 are
+    lumped together."""
+    capacity, slots, batch_size, priorities = FIT_CASES[case]
+    rng = np.random.default_rng(17)
+    sampler = make(kind, capacity, np.random.default_rng(18))
+    for slot in slots:
+        sampler.add(int(slot))
+    if priorities is not None:
+        sampler.update(slots, priorities(rng))
+    batches = 32_000 // batch_size
+    draws = np.concatenate([sampler.sample(batch_size)[0] for _ in range(batches)])
+    counts = np.bincount(draws, minlength=capacity)
+    stated = sampler.probabilities(batch_size)
+    assert counts[stated == 0].sum() == 0
+    expected = stated[stated > 0] * draws.size
+    observed = counts[stated > 0]
+    small = expected < 5
+    if small.any():
+        expected = np.r_[expected[~small], expected[small].sum()]
+        observed = np.r_[observed[~small], observed[small].sum()]
+    assert chisquare(observed, expected).pvalue > 0.001
+
+
+def test_queries_change_no_draw(kind):
+    """Asking for probabilities at any batch size, the smallest probability or the priorities
+    between batches leaves every later draw as it was, while the size drifts."""
+    plain = make(kind, 400, np.random.default_rng(3))
+    asked = make(kind, 400, np.random.default_rng(3))
+    rng = np.random.default_rng(4)
+    for slot in range(300):
+        plain.add(slot)
+        asked.add(slot)
+    for step in range(300):
+        slot = 300 + step % 6
+        for sampler in (plain, asked):  # the size drifts by up to 2 % and back
+            sampler.add(slot) if step % 12 < 6 else sampler.remove(slot)
+        for batch_size in (1, 7, 33, 64):
+            asked.probabilities(batch_size)
+        indices, probabilities = plain.sample(32)
+        asked_indices, asked_probabilities = asked.sample(32)
+        np.testing.assert_array_equal(indices, asked_indices)
+        np.testing.assert_array_equal(probabilities, asked_probabilities)
+        asked.min_probability()
+        asked.priorities()
+        priorities = rng.uniform(0.01, 2.0, size=32)
+        plain.update(indices, priorities)
+        asked.update(indices, priorities)
 
 
 def test_removed_slot_is_never_drawn_and_counts_again_once_re_added(kind):
@@ -110,9 +172,12 @@ def test_adding_twice_or_removing_an_absent_slot_raises(kind):
         sampler.remove(2)
 
 
-def test_sampling_an_empty_sampler_raises(kind):
+def test_sampling_or_asking_an_empty_sampler_raises(kind):
+    sampler = make(kind, 4)
     with pytest.raises(ValueError):
-        make(kind, 4).sample(2)
+        sampler.sample(2)
+    with pytest.raises(ValueError):
+        sampler.probabilities(2)
 
 
 def test_the_last_slot_can_be_drawn(kind):
@@ -125,92 +190,22 @@ def test_the_last_slot_can_be_drawn(kind):
     assert {0, 4} == set(drawn.tolist())
 
 
-@pytest.mark.parametrize("kind", PRIORITIZED)
-def test_new_slots_get_the_raw_max_priority_and_alpha_once(kind):
-    # p = 4 raised to α = ½ is 2.
-    cls = ProportionalSampler if kind == "proportional" else RankBasedSampler
-    sampler = cls(8, np.random.default_rng(0), priority_exponent=0.5)
+def test_a_new_slot_enters_at_max_priority_which_never_decreases(kind):
+    sampler = make(kind, 8)
     sampler.add(0)
     sampler.add(1)
     assert sampler.max_priority == 1.0  # p1 = 1 (Algorithm 1)
-    np.testing.assert_array_equal(np.sort(sampler.priorities()), [1.0, 1.0])
-    sampler.update(np.array([0]), np.array([4.0]))
+    seen = [sampler.max_priority]
+    for priority in (4.0, 0.5, 2.0):
+        sampler.update(np.array([0]), np.array([priority]))
+        seen.append(sampler.max_priority)
+    sampler.remove(1)
+    seen.append(sampler.max_priority)
+    assert seen == sorted(seen) and seen[-1] in (1.0, 4.0)  # 1: priorities are ignored
+    before = sorted(sampler.priorities())
+    assert max(before) <= sampler.max_priority
     sampler.add(2)
-    assert sampler.max_priority == 4.0  # raw, not 4^½ = 2 nor 4^¼
-    np.testing.assert_array_equal(np.sort(sampler.priorities()), [1.0, 4.0, 4.0])
-    if kind == "proportional":
-        # leaves (4^½, 1^½, 4^½) = (2, 1, 2) over 5; α applied twice would give 4^¼ = √2.
-        np.testing.assert_allclose(sampler.probabilities_of(np.arange(3)), [0.4, 0.2, 0.4])
-    else:
-        assert sampler.ranks_of(np.array([2]))[0] == 1  # the newest max-priority one leads
-
-
-@pytest.mark.parametrize("kind", PRIORITIZED)
-def test_max_priority_is_a_running_max_that_never_decreases(kind):
-    sampler = make(kind, 8)
-    sampler.add(0)
-    sampler.update(np.array([0]), np.array([1.5]))
-    sampler.update(np.array([0]), np.array([0.01]))
-    sampler.remove(0)
-    assert sampler.max_priority == 1.5
-    sampler.add(0)
-    np.testing.assert_array_equal(sampler.priorities(), [1.5])
-
-
-def test_proportional_draw_j_lies_in_slice_j_by_hand():
-    # α = 1: priorities (1, 1, 2, 2) are the leaves, total 6, cumulative intervals
-    # [0,1) [1,2) [2,4) [4,6); two slices [0,3) and [3,6).
-    sampler = ProportionalSampler(4, FixedUniforms([0.5, 0.0]), priority_exponent=1.0)
-    for slot in range(4):
-        sampler.add(slot)
-    sampler.update(np.arange(4), np.array([1.0, 1.0, 2.0, 2.0]))
-    indices, probabilities = sampler.sample(2)  # targets 1.5 and 3.0
-    np.testing.assert_array_equal(indices, [1, 2])
-    np.testing.assert_allclose(probabilities, [1 / 6, 2 / 6])
-    sampler._rng = FixedUniforms([0.0, np.nextafter(1.0, 0.0)])  # targets 0 and just below 6
-    np.testing.assert_array_equal(sampler.sample(2)[0], [0, 3])
-
-
-def test_proportional_draws_are_stratified_over_the_cumulative_total():
-    rng = np.random.default_rng(3)
-    sampler = ProportionalSampler(200, rng)
-    for slot in range(200):
-        sampler.add(slot)
-    sampler.update(np.arange(200), rng.pareto(1.5, size=200) * 0.05 + 0.01)
-    leaves = sampler.probabilities_of(np.arange(200))
-    interval_ends = np.cumsum(leaves)
-    for _ in range(200):
-        indices, _ = sampler.sample(16)
-        ends, starts = interval_ends[indices], interval_ends[indices] - leaves[indices]
-        slices = np.arange(16) / 16
-        assert ((starts <= slices + 1 / 16 + 1e-12) & (ends >= slices - 1e-12)).all()
-
-
-def test_rank_based_draw_j_lies_in_segment_j():
-    rng = np.random.default_rng(4)
-    sampler = RankBasedSampler(500, rng)
-    for slot in range(500):
-        sampler.add(slot)
-    sampler.update(np.arange(500), rng.uniform(0.01, 1.01, size=500))
-    for batch_size in (1, 7, 32):
-        starts, ends = sampler.segment_bounds(batch_size)
-        for _ in range(50):
-            positions = sampler.ranks_of(sampler.sample(batch_size)[0]) - 1
-            assert ((starts <= positions) & (positions < ends)).all()
-
-
-def test_uniform_update_changes_nothing():
-    changed, untouched = make("uniform", 20, seed=7), make("uniform", 20, seed=7)
-    for slot in range(20):
-        changed.add(slot)
-        untouched.add(slot)
-    for _ in range(10):
-        indices, probabilities = changed.sample(32)
-        np.testing.assert_array_equal(indices, untouched.sample(32)[0])
-        np.testing.assert_array_equal(probabilities, np.full(32, 1 / 20))
-        changed.update(indices, np.full(32, 100.0))
-    np.testing.assert_array_equal(changed.priorities(), np.ones(20))
-    assert changed.max_priority == 1.0 and changed.min_probability() == 1 / 20
+    assert sorted(sampler.priorities()) == sorted([*before, sampler.max_priority])
 
 
 def test_min_probability_is_the_smallest_stated_probability(kind):
@@ -221,24 +216,25 @@ def test_min_probability_is_the_smallest_stated_probability(kind):
     indices, _ = sampler.sample(32)
     sampler.update(indices, rng.uniform(0.01, 1.01, size=32))
     sampler.sample(32)
-    members = np.arange(0, 300, 2)
-    smallest = stated_probabilities(sampler, members, 32).min()
-    assert sampler.min_probability() == pytest.approx(smallest, rel=1e-12)
+    stated = sampler.probabilities(32)
+    assert sampler.min_probability() == pytest.approx(stated[stated > 0].min(), rel=1e-12)
 
 
 def test_state_round_trip_continues_identically(kind):
-    """A sampler restored from `state_dict` (and its generator's state) draws, updates, adds
-    and removes exactly like the original, whatever it was constructed with."""
+    """A sampler restored from `state_dict` (and its generator's state, which the caller
+    keeps) draws, updates, adds and removes exactly like the original."""
     rng = np.random.default_rng(21)
-    original = make(kind, 60, seed=22)
+    original_rng, restored_rng = np.random.default_rng(22), np.random.default_rng(999)
+    original = make(kind, 60, original_rng)
     for slot in range(50):
         original.add(slot)
     original.update(np.arange(50), rng.uniform(0.01, 1.01, size=50))
     original.sample(8)
-    restored = make(kind, 60, seed=999)
+    restored = make(kind, 60, restored_rng)
     restored.load_state_dict(original.state_dict())
-    restored._rng.bit_generator.state = original._rng.bit_generator.state
+    restored_rng.bit_generator.state = original_rng.bit_generator.state
     for step in range(40):
+        np.testing.assert_array_equal(restored.probabilities(16), original.probabilities(16))
         a, pa = original.sample(16)
         b, pb = restored.sample(16)
         np.testing.assert_array_equal(a, b)
@@ -249,16 +245,6 @@ def test_state_round_trip_continues_identically(kind):
         for sampler in (original, restored):
             sampler.remove(step) if step < 45 else sampler.add(step)
     assert original.min_probability() == restored.min_probability()
-
-
-def members(sampler) -> np.ndarray:
-    """The slots a sampler holds, sorted, read from its state."""
-    state = sampler.state_dict()
-    if isinstance(sampler, UniformSampler):
-        return np.sort(state["members"][: state["size"]])
-    if isinstance(sampler, ProportionalSampler):
-        return np.flatnonzero(state["raw_priorities"] > 0)
-    return np.sort(state["heap_slots"][: state["size"]])
 
 
 @pytest.mark.parametrize("eviction", list(STORAGES))
@@ -275,7 +261,9 @@ def test_behind_a_buffer_the_sampler_holds_exactly_the_storages_sampleable_slots
             buffer.start_episode(next_frame)
         else:
             buffer.add(int(rng.integers(4)), 0.0, bool(rng.random() < 0.1), next_frame)
-        np.testing.assert_array_equal(members(buffer.sampler), np.flatnonzero(storage.sampleable))
+        np.testing.assert_array_equal(
+            sampleable(buffer.sampler), np.flatnonzero(storage.sampleable)
+        )
         if step % 4 == 0 and len(buffer):
             batch = buffer.sample(0.5)
             assert storage.sampleable[batch.indices].all()
