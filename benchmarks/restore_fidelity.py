@@ -14,8 +14,8 @@ plays the same frames; the table gives the first frame (1 = the first frame afte
 * ``primed``: as ``fresh``, but play one NOOP frame between ``reset()`` and the restore, unless
   the state was saved right after a reset (depth 0): B has then played (or not) like A had;
 * ``lead-in``: a ``primed`` restore of the state of frame ``depth - 1``, then that frame's
-  action (``envs.start_state_file.restore_start``, what the evaluator does now; depth 0 restores
-  the reset state);
+  action (``evaluation.human_starts.start_state_file.restore_start``, what the evaluator does
+  now; depth 0 restores the reset state);
 * ``lead-in+rng``: as ``lead-in``, with the states cloned by ``cloneState(include_rng=True)``
   (which is what ``cloneSystemState`` returns in ale-py 0.12.1; the probe checks that too).
 
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envs.atari import make_env  # noqa: E402
 from envs.games import all_games, resolve_game  # noqa: E402
-from envs.trajectories import replay_env  # noqa: E402
+from evaluation.human_starts.trajectories import replay_env  # noqa: E402
 
 DEFAULT_GAMES = "pong,breakout,ms_pacman,qbert,road_runner,seaquest,space_invaders"
 PROCEDURES = ("fresh", "primed", "lead-in", "lead-in+rng")

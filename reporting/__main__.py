@@ -2,8 +2,9 @@
 
     python -m reporting multirun/2026-01-01_00-00-00 --out reports/sweep
 
-Finds every run (its config.yaml and tensorboard/), and writes into OUT: report.md (per game
-and variant statistics over seeds, the Figure 4 learning-speed summary), one
+Finds every Atari run (its config.yaml and tensorboard/; runs of other families are listed as
+left out), and writes into OUT: report.md (per game and variant statistics over seeds, the
+Figure 4 learning-speed summary), one
 learning_curves_<game>.png per game (median and interquartile range over seeds, Figure 8)
 and learning_speed.png (Figure 4).
 """
@@ -14,8 +15,7 @@ from pathlib import Path
 
 from artifacts.command_line import OneLineParser, output_directory
 from reporting import export, minatar, published
-from reporting.plots import plot_all
-from reporting.sweep_report import build_report, markdown
+from reporting.sweep_report import build_report, markdown, plot_all
 
 COMMANDS_HELP = """other commands (each has its own --help):
   python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-UNIFORM = "uniform"
+UNIFORM = "uniform"  # the variant name of uniform replay with the paper's settings
 
 
 def fractions(bins: int) -> np.ndarray:
@@ -78,7 +78,7 @@ class LearningSpeed:
     baseline-normalized best-so-far score (left panel) and mean-so-far score (right panel),
     and the fractions of training where each first reaches 100 % (None: never)."""
 
-    kind: str
+    variant: str
     games: int
     best_so_far: np.ndarray
     mean_so_far: np.ndarray
@@ -89,35 +89,35 @@ class LearningSpeed:
 def learning_speed(
     medians: dict[tuple[str, str], np.ndarray], random_scores: dict[str, float]
 ) -> list[LearningSpeed]:
-    """Figure 4 from the per-(game, kind) median curves.
+    """Figure 4 from the per-(game, variant) median curves.
 
-    Per game the baseline is the uniform variant's median curve: its maximum is 100 % for the
+    Per game the baseline is the UNIFORM variant's median curve: its maximum is 100 % for the
     left panel and its mean over all of training for the right one, so uniform itself reaches
     100 % by the end. Games without a uniform run, or whose baseline equals the random score
     (nothing to normalize by), are left out.
     """
     baselines = {}
-    for (game, kind), curve in medians.items():
+    for (game, variant), curve in medians.items():
         reference = (np.nanmax(curve), np.nanmean(curve))
-        if kind == UNIFORM and all(abs(r - random_scores[game]) > 1e-9 for r in reference):
+        if variant == UNIFORM and all(abs(r - random_scores[game]) > 1e-9 for r in reference):
             baselines[game] = reference
     speeds = []
-    for kind in sorted({kind for _, kind in medians}, key=lambda k: (k != UNIFORM, k)):
-        games = sorted(g for g, k in medians if k == kind and g in baselines)
+    for variant in sorted({variant for _, variant in medians}, key=lambda v: (v != UNIFORM, v)):
+        games = sorted(g for g, v in medians if v == variant and g in baselines)
         if not games:
             continue
         best = [
-            normalized(running_max(medians[g, kind]), random_scores[g], baselines[g][0])
+            normalized(running_max(medians[g, variant]), random_scores[g], baselines[g][0])
             for g in games
         ]
         mean = [
-            normalized(running_mean(medians[g, kind]), random_scores[g], baselines[g][1])
+            normalized(running_mean(medians[g, variant]), random_scores[g], baselines[g][1])
             for g in games
         ]
         best_curve, mean_curve = median(best), median(mean)
         speeds.append(
             LearningSpeed(
-                kind,
+                variant,
                 len(games),
                 best_curve,
                 mean_curve,

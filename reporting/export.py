@@ -9,6 +9,9 @@ results/minatar/breakout/dqn-uniform/seed0_1M/), as three small files: its `conf
 `training_returns.csv`. No checkpoint, snapshot or event file is copied. The variant is the
 replay kind for a run with the paper's agent and replay settings, and names any other
 setting that differs (`artifacts.run_directory.variant_name`).
+
+This is the one reader of run directories' TensorBoard events (`read_run`): every report reads
+exported runs (`reporting.results`).
 """
 
 import csv
@@ -19,28 +22,28 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import (
+    SCALARS,
+    TENSORS,
+    EventAccumulator,
+)
 
 from artifacts.command_line import unwritable_reason
 from artifacts.run_directory import CONFIG, RunDirectory, find_runs
 from evaluation.scores import normalized_score
-from reporting.runs import EPISODE_TAG, EVAL_TAG, read_events, scalars_of, texts_of
-
-EVALUATIONS = "evaluations.csv"
-TRAINING_RETURNS = "training_returns.csv"
-EVALUATION_COLUMNS = (
-    "step",
-    "frames",
-    "episodes",
-    "mean_score",
-    "normalized_score",
-    "episode_scores",
+from reporting.results import (
+    EVALUATION_COLUMNS,
+    EVALUATIONS,
+    RETURN_COLUMNS,
+    TRAINING_RETURNS,
+    destination,
 )
-RETURN_COLUMNS = ("step", "frames", "return")
+
+EVAL_TAG = "eval/score"  # the periodic test's mean score, against agent steps
+EPISODE_TAG = "episode/return"
 EPISODES_TAG = "eval/episodes"
 EPISODE_SCORES_TAG = "eval/episode_scores"  # a text summary: the scores as a JSON list
-# Atari runs are exported straight below OUT, the layout from before other families; the
-# others go below OUT/<family>/, since their game names overlap Atari's (MinAtar has a Breakout).
-ATARI_FAMILY = "atari"
+TEXT_SUFFIX = "/text_summary"  # what SummaryWriter.add_text appends to the tag
 
 
 class ExportError(ValueError):
@@ -49,23 +52,47 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Export:
+    """A run's rows as they are written: the cells of evaluations.csv and training_returns.csv."""
+
     info: RunDirectory
     evaluations: list[tuple[str, ...]]
     returns: list[tuple[str, ...]]
 
-    def destination(self, out: Path) -> Path:
-        name = f"seed{self.info.seed}_{count_name(self.info.total_frames)}"
-        family = self.info.family
-        below = out if family == ATARI_FAMILY else out / family
-        return below / self.info.game / self.info.variant / name
+
+def read_events(tensorboard_dir: Path) -> EventAccumulator | None:
+    """Every event of the run's event files (no reservoir sampling); None without a
+    directory (a run that never logged)."""
+    if not tensorboard_dir.is_dir():
+        return None
+    accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0, TENSORS: 0})
+    accumulator.Reload()
+    return accumulator
 
 
-def count_name(count: int) -> str:
-    """2000000 -> "2M", 40000 -> "40k": exact, so distinct budgets keep distinct names."""
-    for factor, suffix in ((1_000_000, "M"), (1_000, "k")):
-        if count % factor == 0:
-            return f"{count // factor}{suffix}"
-    return str(count)
+def _latest_per_step(events, value) -> dict[int, object]:
+    """A step logged twice (a resumed run repeating a stretch) keeps its last value."""
+    return {event.step: value(event) for event in events}
+
+
+def scalars_of(events: EventAccumulator | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """tag -> (steps, values), sorted by step."""
+    curves = {}
+    for tag in events.Tags()[SCALARS] if events else ():
+        latest = _latest_per_step(events.Scalars(tag), lambda event: event.value)
+        steps = np.array(sorted(latest), dtype=np.int64)
+        curves[tag] = (steps, np.array([latest[s] for s in steps], dtype=np.float64))
+    return curves
+
+
+def texts_of(events: EventAccumulator | None) -> dict[str, dict[int, str]]:
+    """tag (as given to add_text) -> {step: text}."""
+    texts = {}
+    for tag in events.Tags()[TENSORS] if events else ():
+        if events.SummaryMetadata(tag).plugin_data.plugin_name == "text":
+            texts[tag.removesuffix(TEXT_SUFFIX)] = _latest_per_step(
+                events.Tensors(tag), lambda event: event.tensor_proto.string_val[0].decode()
+            )
+    return texts
 
 
 def number(value: float) -> str:
@@ -107,6 +134,14 @@ def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
     ]
 
 
+def read_run(info: RunDirectory) -> Export:
+    """The run's rows from its TensorBoard events (none for a run that logged nothing)."""
+    events = read_events(info.tensorboard)
+    scalars = scalars_of(events)
+    evaluations = evaluation_rows(info, scalars, texts_of(events))
+    return Export(info, evaluations, return_rows(info, scalars))
+
+
 def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
     """(the runs below `paths` with something to export, notes on those left out); each run
     once, however many of `paths` hold it. Earlier exports below `out` are not runs."""
@@ -123,16 +158,13 @@ def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
             )
         infos.update((info.path.resolve(), info) for info in found)
     exports, notes = [], []
-    for info in infos.values():
-        events = read_events(info.tensorboard)
-        scalars = scalars_of(events)
-        export = Export(
-            info, evaluation_rows(info, scalars, texts_of(events)), return_rows(info, scalars)
-        )
+    for export in map(read_run, infos.values()):
         if export.evaluations or export.returns:
             exports.append(export)
         else:
-            notes.append(f"{info.path}: no `{EVAL_TAG}` or `{EPISODE_TAG}` logged, not exported")
+            notes.append(
+                f"{export.info.path}: no `{EVAL_TAG}` or `{EPISODE_TAG}` logged, not exported"
+            )
     if not exports:
         raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
     return exports, notes
@@ -143,22 +175,22 @@ def check_destinations(exports: Sequence[Export], out: Path) -> None:
     with another config, and one that cannot be written."""
     claimed: dict[Path, Export] = {}
     for export in exports:
-        destination = export.destination(out)
-        if destination in claimed:
+        target = destination(export.info, out)
+        if target in claimed:
             raise ExportError(
-                f"{claimed[destination].info.path} and {export.info.path} would "
-                f"both be exported to {destination}; export them to separate --out"
+                f"{claimed[target].info.path} and {export.info.path} would "
+                f"both be exported to {target}; export them to separate --out"
             )
-        claimed[destination] = export
-        config = destination / CONFIG
+        claimed[target] = export
+        config = target / CONFIG
         if config.exists() and config.read_bytes() != export.info.config_file.read_bytes():
             raise ExportError(
-                f"{destination} holds the export of a run with another config; "
+                f"{target} holds the export of a run with another config; "
                 "delete it or choose another --out"
             )
-        reason = unwritable_reason(destination)
+        reason = unwritable_reason(target)
         if reason is not None:
-            raise ExportError(f"cannot write {destination}: {reason}")
+            raise ExportError(f"cannot write {target}: {reason}")
 
 
 def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
@@ -168,19 +200,13 @@ def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
         writer.writerows(rows)
 
 
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of an exported CSV file, by column name."""
-    with path.open(newline="") as file:
-        return list(csv.DictReader(file))
-
-
-def write(export: Export, out: Path) -> Path:
-    destination = export.destination(out)
-    destination.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(export.info.config_file, destination / CONFIG)
-    _write_csv(destination / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
-    _write_csv(destination / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
-    return destination
+def write(export: Export, directory: Path) -> Path:
+    """The run's three files into `directory` (made if needed); returns it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(export.info.config_file, directory / CONFIG)
+    _write_csv(directory / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
+    _write_csv(directory / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
+    return directory
 
 
 def export_runs(paths: Sequence[Path], out: Path) -> tuple[list[Path], list[str]]:
@@ -188,4 +214,4 @@ def export_runs(paths: Sequence[Path], out: Path) -> tuple[list[Path], list[str]
     writing anything."""
     exports, notes = collect(paths, out)
     check_destinations(exports, out)
-    return [write(export, out) for export in exports], notes
+    return [write(export, destination(export.info, out)) for export in exports], notes

@@ -14,20 +14,24 @@ with a 95 % Welch interval. Runs may be unfinished: a run counts where it has tr
 from collections.abc import Sequence
 from pathlib import Path
 
+from matplotlib.figure import Figure
+
 from artifacts.run_directory import RunDirectory
-from reporting.export import count_name
+from reporting.markdown import format_interval, format_mean_error, format_score, markdown_row
 from reporting.minatar_results import (
     GRID_POINTS,
     Cell,
+    Reference,
+    SeedBand,
     VariantRuns,
     cells_at,
     published_dqn,
     read_variants,
     seed_band,
 )
-from reporting.plots import plot_minatar
+from reporting.plots import PUBLISHED_DQN_COLOUR, label, variant_colours
+from reporting.results import count_name
 from reporting.seed_statistics import LAST_EPISODES, RUNNING_AVERAGE_RATE
-from reporting.sweep_report import format_interval, format_mean_error, format_score, markdown_row
 
 CHECKPOINTS = (500_000, 1_000_000)
 REFERENCE_FRAMES = (1_000_000, 5_000_000)  # MinAtar's published DQN: a star, a dashed line
@@ -198,6 +202,69 @@ def markdown(
     if notes:
         lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
+
+
+def _published_dqn(axes, reference: Reference, first_frames: int, last_frames: int) -> None:
+    """The published value at `first_frames` as a star there, at `last_frames` (beyond the
+    runs) as a dashed line: the axis then ends with the runs instead of at `last_frames`."""
+    note = "" if reference.comparable else " (older game version: not comparable)"
+    if first_frames in reference.returns:
+        axes.plot(
+            first_frames / 1e6,
+            reference.returns[first_frames],
+            marker="*",
+            markersize=12,
+            linestyle="none",
+            color=PUBLISHED_DQN_COLOUR,
+            label=f"published DQN at {first_frames / 1e6:g}M{note}",
+            clip_on=False,  # at the axis' right end when the runs end there
+        )
+    if last_frames in reference.returns:
+        axes.axhline(
+            reference.returns[last_frames],
+            color=PUBLISHED_DQN_COLOUR,
+            linestyle="--",
+            linewidth=1,
+            label=f"published DQN at {last_frames / 1e6:g}M{note}",
+        )
+
+
+def plot_minatar(
+    title: str,
+    bands: Sequence[SeedBand],
+    reference: Reference | None,
+    reference_frames: tuple[int, int],
+    path: Path,
+) -> None:
+    """One MinAtar game: per variant its seeds' last-100 averages as thin lines and their mean
+    over seeds as a thick line with a ± standard-error band, against frames; MinAtar's
+    published DQN at `reference_frames` (`_published_dqn`). The x axis ends at the later of
+    the runs' end and the first reference frame count."""
+    figure = Figure(figsize=(7, 4.5), dpi=100)
+    axes = figure.subplots()
+    colours = variant_colours([(band.name, band.kind) for band in bands])
+    for band in bands:
+        colour = colours[band.name]
+        for frames, curve in band.seeds:
+            axes.plot(frames / 1e6, curve, color=colour, linewidth=0.5, alpha=0.4)
+        millions = band.grid / 1e6
+        legend = f"{label(band.name)} ({len(band.seeds)} seeds)"
+        axes.plot(millions, band.mean, color=colour, linewidth=2, label=legend)
+        low, high = band.mean - band.error, band.mean + band.error
+        axes.fill_between(millions, low, high, color=colour, alpha=0.2, linewidth=0)
+    end = max(band.grid[-1] for band in bands)
+    if reference is not None:
+        _published_dqn(axes, reference, *reference_frames)
+        if reference_frames[0] in reference.returns:
+            end = max(end, reference_frames[0])
+    axes.set_xlim(0, end / 1e6)
+    axes.set_title(f"MinAtar {title}: training return (last 100 episodes)")
+    axes.set_xlabel("frames (millions)")
+    axes.set_ylabel("return: mean ± s.e. over seeds")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, framealpha=0.5)
+    figure.tight_layout()
+    figure.savefig(path)
 
 
 def build(results_dir: Path, out: Path) -> Path:

@@ -14,13 +14,18 @@ from pathlib import Path
 
 import numpy as np
 
-from artifacts.run_directory import RunDirectory, find_runs, variant_name
+from artifacts.run_directory import RunDirectory, variant_name
 from envs.minatar import GAMES
 from reporting import seed_statistics
 from reporting.curves import UNIFORM
-from reporting.export import EVALUATIONS, TRAINING_RETURNS, read_rows
-from reporting.published import packaged_rows
-from reporting.sweep_report import kind_key
+from reporting.results import (
+    TRAINING_RETURNS,
+    ExportedRun,
+    by_variant,
+    kind_key,
+    packaged_rows,
+    read_results,
+)
 
 FAMILY = "minatar"
 REFERENCE_CSV = "minatar_dqn_reference.csv"
@@ -71,19 +76,16 @@ class VariantRuns:
         return np.array(last), np.array(running)
 
 
-def read_run(info: RunDirectory) -> SeedRun | str:
-    """The exported run, or why it is left out."""
-    path = info.path / TRAINING_RETURNS
-    if not path.is_file():
-        return f"{info.path}: no {TRAINING_RETURNS} (not an exported run), left out"
-    rows = read_rows(path)
-    if not rows:
-        return f"{info.path}: no training episode, left out"
-    frames = np.array([int(row["frames"]) for row in rows], dtype=np.int64)
-    returns = np.array([float(row["return"]) for row in rows])
-    tests = read_rows(info.path / EVALUATIONS) if (info.path / EVALUATIONS).is_file() else []
-    trained = max([int(frames[-1]), *(int(row["frames"]) for row in tests)])
-    return SeedRun(info, frames, returns, trained)
+def seed_run(run: ExportedRun) -> SeedRun | str:
+    """The exported run's episodes, or why it is left out."""
+    if run.returns is None:
+        return f"{run.info.path}: no {TRAINING_RETURNS} (not an exported run), left out"
+    if not run.returns.size:
+        return f"{run.info.path}: no training episode, left out"
+    frames = run.returns.frames
+    tested = run.tests.frames if run.tests is not None else []
+    trained = max([int(frames[-1]), *(int(f) for f in tested)])
+    return SeedRun(run.info, frames, run.returns.values, trained)
 
 
 def variant_key(variant: VariantRuns) -> tuple:
@@ -102,25 +104,16 @@ def variant_key(variant: VariantRuns) -> tuple:
 def read_variants(results_dir: Path) -> tuple[list[VariantRuns], list[str]]:
     """(the exported MinAtar runs below `results_dir` by game and variant, in `variant_key`
     order; notes on the runs left out). Runs of other families are not looked at."""
-    groups: dict[tuple[str, str], list[SeedRun]] = {}
-    notes = []
-    for info in find_runs(results_dir):
-        if info.family != FAMILY:
-            continue
-        run = read_run(info)
-        if isinstance(run, str):
-            notes.append(run)
-            continue
-        groups.setdefault((info.game, info.variant), []).append(run)
+    runs, notes = [], []
+    for run in read_results(results_dir, FAMILY)[0]:
+        episodes = seed_run(run)
+        if isinstance(episodes, str):
+            notes.append(episodes)
+        else:
+            runs.append(episodes)
     variants = [
-        VariantRuns(
-            game,
-            name,
-            members[0].info.kind,
-            members[0].info.target_rule,
-            tuple(sorted(members, key=lambda run: (run.info.seed, str(run.info.path)))),
-        )
-        for (game, name), members in groups.items()
+        VariantRuns(game, name, members[0].info.kind, members[0].info.target_rule, members)
+        for (game, name), members in by_variant(runs).items()
     ]
     return sorted(variants, key=variant_key), notes
 

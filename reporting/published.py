@@ -10,26 +10,27 @@ share). Dopamine's curves are training returns under another protocol (sticky ac
 no-op starts; reporting/data/README.md): a reference for the order of magnitude only.
 """
 
-import csv
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
-from artifacts.run_directory import RunDirectory, find_runs
 from envs.games import resolve_game
 from evaluation.scores import normalized_score, reference_scores
-from reporting.export import ATARI_FAMILY, EVALUATIONS, count_name, read_rows
-from reporting.plots import plot_published
-from reporting.sweep_report import (
-    format_interval,
-    format_percent,
-    format_score,
+from reporting.markdown import format_interval, format_percent, format_score, markdown_row
+from reporting.plots import DOPAMINE_COLOURS, label, variant_colours
+from reporting.results import (
+    ATARI_FAMILY,
+    EVALUATIONS,
+    ExportedRun,
+    by_variant,
+    count_name,
     kind_key,
-    markdown_row,
+    packaged_rows,
+    read_results,
 )
 
 DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
@@ -53,12 +54,6 @@ class Band:
         return format_interval(self.median[index], self.low[index], self.high[index])
 
 
-def packaged_rows(file_name: str) -> list[dict[str, str]]:
-    """The rows of a CSV file of reporting/data/ (described in its README.md), by column."""
-    text = resources.files(__package__).joinpath("data", file_name).read_text("utf-8")
-    return list(csv.DictReader(text.splitlines()))
-
-
 @functools.cache
 def dopamine_curves() -> dict[tuple[str, str], Band]:
     """(ROM id, agent) -> Dopamine's curve; its game names (`mspacman`) resolve like ours."""
@@ -75,13 +70,6 @@ def dopamine_curves() -> dict[tuple[str, str], Band]:
 
 
 @dataclass(frozen=True)
-class ResultRun:
-    info: RunDirectory
-    frames: np.ndarray  # of each periodic test, increasing
-    scores: np.ndarray  # its mean score
-
-
-@dataclass(frozen=True)
 class Variant:
     """The runs of one game and variant (`RunDirectory.variant`): their band over the union of
     their test frame counts (each point over the runs tested there) and the last frame count
@@ -90,65 +78,57 @@ class Variant:
     game: str
     name: str
     kind: str  # the replay kind of every run of the variant
-    runs: tuple[ResultRun, ...]
+    runs: tuple[ExportedRun, ...]  # each with at least one periodic test
     band: Band
     shared: int | None
 
 
-def read_results(results_dir: Path) -> tuple[list[ResultRun], list[str]]:
+def tested_runs(results_dir: Path) -> tuple[list[ExportedRun], list[str]]:
     """(the exported Atari runs with at least one periodic test, notes on the others). Runs of
     other families are left out with one note per family: Dopamine published Atari games, and
     the human reference scores are Atari's."""
-    runs, notes, other_families = [], [], {}
-    for info in find_runs(results_dir):
-        if info.family != ATARI_FAMILY:
-            other_families[info.family] = other_families.get(info.family, 0) + 1
-            continue
-        path = info.path / EVALUATIONS
-        if not path.is_file():
-            notes.append(f"{info.path}: no {EVALUATIONS} (not an exported run), left out")
-            continue
-        rows = read_rows(path)
-        if not rows:
-            notes.append(f"{info.path}: no periodic test, left out")
-            continue
-        frames = np.array([int(row["frames"]) for row in rows], dtype=np.int64)
-        runs.append(ResultRun(info, frames, np.array([float(row["mean_score"]) for row in rows])))
+    runs, others = read_results(results_dir, ATARI_FAMILY)
+    tested, notes = [], []
+    for run in runs:
+        if run.tests is None:
+            notes.append(f"{run.info.path}: no {EVALUATIONS} (not an exported run), left out")
+        elif not run.tests.size:
+            notes.append(f"{run.info.path}: no periodic test, left out")
+        else:
+            tested.append(run)
     notes += [
         f"{count} {family} run(s) left out (not Atari): python -m reporting {family}"
-        for family, count in sorted(other_families.items())
+        for family, count in others.items()
     ]
-    return runs, notes
+    return tested, notes
 
 
-def band_over_runs(runs: Sequence[ResultRun]) -> Band:
-    frames = np.unique(np.concatenate([run.frames for run in runs]))
-    points = [[run.scores[run.frames == f][0] for run in runs if f in run.frames] for f in frames]
+def band_over_runs(runs: Sequence[ExportedRun]) -> Band:
+    tests = [run.tests for run in runs]
+    frames = np.unique(np.concatenate([test.frames for test in tests]))
+    points = [[t.values[t.frames == f][0] for t in tests if f in t.frames] for f in frames]
     return Band(frames, *(np.array([op(p) for p in points]) for op in (np.median, np.min, np.max)))
 
 
-def last_shared_frames(runs: Sequence[ResultRun]) -> int | None:
-    shared = functools.reduce(np.intersect1d, (run.frames for run in runs))
+def last_shared_frames(runs: Sequence[ExportedRun]) -> int | None:
+    shared = functools.reduce(np.intersect1d, (run.tests.frames for run in runs))
     return int(shared[-1]) if shared.size else None
 
 
-def group_variants(runs: Sequence[ResultRun]) -> list[Variant]:
-    groups: dict[tuple[str, str], list[ResultRun]] = {}
-    for run in sorted(runs, key=lambda run: (run.info.seed, str(run.info.path))):
-        groups.setdefault((run.info.game, run.info.variant), []).append(run)
-    return [
+def group_variants(runs: Sequence[ExportedRun]) -> list[Variant]:
+    """By game, then replay kind in the paper's order, then variant name."""
+    variants = [
         Variant(
             game,
             name,
             members[0].info.kind,
-            tuple(members),
+            members,
             band_over_runs(members),
             last_shared_frames(members),
         )
-        for (game, name), members in sorted(
-            groups.items(), key=lambda i: (i[0][0], kind_key(i[1][0].info.kind), i[0][1])
-        )
+        for (game, name), members in by_variant(runs).items()
     ]
+    return sorted(variants, key=lambda v: (v.game, kind_key(v.kind), v.name))
 
 
 def dopamine_at(game: str, frames: int) -> tuple[int | None, dict[str, Band]]:
@@ -227,9 +207,45 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
+def _draw_band(axes, band: Band, colour: str, legend: str, **line) -> None:
+    millions = band.frames / 1e6
+    axes.plot(millions, band.median, color=colour, label=legend, linewidth=1.5, **line)
+    axes.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
+
+
+def plot_published(variants: Sequence[Variant], dopamine: Mapping[str, Band], path: Path) -> None:
+    """One game: each variant's periodic-test score (median, min–max band over runs) and
+    Dopamine's published curves dashed, against frames."""
+    figure = Figure(figsize=(7, 4.5), dpi=100)
+    axes = figure.subplots()
+    colours = variant_colours([(variant.name, variant.kind) for variant in variants])
+    for variant in variants:
+        legend = f"{label(variant.name)} ({len(variant.runs)} runs)"
+        _draw_band(axes, variant.band, colours[variant.name], legend, marker=".")
+    for agent, band in dopamine.items():
+        # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
+        _draw_band(
+            axes,
+            band,
+            DOPAMINE_COLOURS[agent],
+            f"Dopamine {agent} (training returns, sticky actions; reference only)",
+            linestyle="--",
+            marker="x",
+        )
+    random_score, _ = reference_scores(variants[0].game, "noop")
+    axes.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
+    axes.set_title(f"{resolve_game(variants[0].game).name}: periodic test (no-op starts)")
+    axes.set_xlabel("emulator frames (millions)")
+    axes.set_ylabel("score (median, min–max over runs)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, framealpha=0.5)  # see-through: points may lie behind it
+    figure.tight_layout()
+    figure.savefig(path)
+
+
 def build(results_dir: Path, out: Path) -> Path:
     """Writes the figures and report.md into `out`; returns report.md's path."""
-    runs, notes = read_results(results_dir)
+    runs, notes = tested_runs(results_dir)
     if not runs:
         detail = f" ({'; '.join(notes)})" if notes else ""
         raise ValueError(

@@ -1,32 +1,42 @@
-"""Builds the sweep report: per game and variant the statistics over seeds, the Figure 4
-learning-speed summary, the markdown table and the figures."""
+"""The sweep report: per game and variant the statistics over seeds, the Figure 4
+learning-speed summary, the markdown table and the figures.
 
+The runs of the multirun are exported into a scratch directory first (`reporting.export`, one
+directory per run at its path relative to the multirun) and read back from there
+(`reporting.results`), so that the sweep report reads what the other reports read. Runs of one
+game and variant are its seeds, whatever else their configs say.
+"""
+
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from artifacts.run_directory import find_runs
 from envs.games import resolve_game
 from evaluation.scores import reference_scores
-from reporting import curves
-from reporting.runs import EVAL_TAG, Run, load_runs
+from reporting import curves, export
+from reporting.markdown import format_percent, format_score, markdown_row
+from reporting.plots import label, variant_colours
+from reporting.results import ATARI_FAMILY, ExportedRun, Series, by_variant, kind_key, read_results
 
 MAX_EVAL_BINS = 200  # the paper's 200M frames hold 200 test evaluations
 EPISODE_BINS = 50  # training returns are irregular and noisy: average them over 2 % slices
-KIND_ORDER = ("uniform", "rank_based", "proportional")
 
 
 @dataclass(frozen=True)
 class Group:
-    """The runs of one game and replay kind, on the common grid (one row per seed)."""
+    """The runs of one game and variant, on the common grid (one row per run, by seed)."""
 
     game: str
-    kind: str
+    name: str  # the variant (`RunDirectory.variant`)
+    kind: str  # its replay kind
     seeds: tuple[int, ...]
     total_steps: int
-    curves: np.ndarray  # seeds × bins
+    curves: np.ndarray  # runs × bins
 
     @property
     def median(self) -> np.ndarray:
@@ -35,84 +45,86 @@ class Group:
 
 @dataclass(frozen=True)
 class Report:
-    tag: str
+    tag: str  # export.EVAL_TAG or export.EPISODE_TAG: what every curve of the report shows
     bins: int
     groups: list[Group]
     speeds: list[curves.LearningSpeed]
     notes: list[str]
 
 
-def grid_size(runs: Sequence[Run]) -> int:
+def series(run: ExportedRun, tag: str) -> Series:
+    return run.tests if tag == export.EVAL_TAG else run.returns
+
+
+def grid_size(runs: Sequence[ExportedRun], tag: str) -> int:
     """Test evaluations: one point per evaluation (the most any run has, up to 200); training
     returns: 50 slices."""
-    if runs and runs[0].tag == EVAL_TAG:
-        return min(MAX_EVAL_BINS, max(run.steps.size for run in runs))
+    if tag == export.EVAL_TAG:
+        return min(MAX_EVAL_BINS, max(series(run, tag).size for run in runs))
     return EPISODE_BINS
 
 
-def kind_key(kind: str) -> tuple[int, str]:
-    return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
-
-
-def group_runs(runs: Sequence[Run], bins: int) -> list[Group]:
-    by_key: dict[tuple[str, str], list[Run]] = {}
-    for run in runs:
-        by_key.setdefault((run.info.game, run.info.kind), []).append(run)
+def group_runs(runs: Sequence[ExportedRun], tag: str, bins: int) -> list[Group]:
+    """By game, then replay kind in the paper's order, then variant name."""
     groups = []
-    for (game, kind), members in sorted(by_key.items(), key=lambda i: (i[0][0], kind_key(i[0][1]))):
-        members.sort(key=lambda run: run.info.seed)
-        rows = [curves.binned(r.steps, r.values, r.info.total_steps, bins) for r in members]
-        groups.append(
-            Group(
-                game,
-                kind,
-                tuple(r.info.seed for r in members),
-                max(r.info.total_steps for r in members),
-                np.array(rows),
-            )
-        )
-    return groups
+    for (game, name), members in by_variant(runs).items():
+        rows = []
+        for run in members:
+            line = series(run, tag)
+            rows.append(curves.binned(line.steps, line.values, run.info.total_steps, bins))
+        seeds = tuple(run.info.seed for run in members)
+        total_steps = max(run.info.total_steps for run in members)
+        groups.append(Group(game, name, members[0].info.kind, seeds, total_steps, np.array(rows)))
+    return sorted(groups, key=lambda group: (group.game, kind_key(group.kind), group.name))
+
+
+def choose_curves(runs: Sequence[ExportedRun], source) -> tuple[str, list[ExportedRun], list[str]]:
+    """(the tag every curve shows, the runs that have it, a note on each run left out, named by
+    `source(info)`). The curve is the test evaluation when any run has one, else the training
+    return: no plot mixes test scores with training returns."""
+    has_tests = any(run.tests.size for run in runs)
+    tag = export.EVAL_TAG if has_tests else export.EPISODE_TAG
+    shown = [run for run in runs if series(run, tag).size]
+    notes = [
+        f"{source(run.info)}: no `{tag}` scalars, left out"
+        for run in runs
+        if not series(run, tag).size
+    ]
+    return tag, shown, notes
 
 
 def build_report(multirun_dir: Path) -> Report:
+    """The report over the Atari runs at or below `multirun_dir` (a note for the others)."""
     infos = find_runs(multirun_dir)
     if not infos:
         raise ValueError(f"{multirun_dir} holds no run: no config.yaml with a replay.kind below it")
-    runs, notes = load_runs(infos)
-    if not runs:
-        raise ValueError(f"{multirun_dir}: no run has scalars to report ({'; '.join(notes)})")
-    bins = grid_size(runs)
-    groups = group_runs(runs, bins)
-    medians = {(g.game, g.kind): g.median for g in groups}
-    random_scores = {g.game: reference_scores(g.game, "noop")[0] for g in groups}
-    return Report(runs[0].tag, bins, groups, curves.learning_speed(medians, random_scores), notes)
-
-
-def format_score(value: float) -> str:
-    return "–" if value is None or np.isnan(value) else f"{value:.1f}"
-
-
-def format_percent(value: float | None) -> str:
-    return "–" if value is None or np.isnan(value) else f"{100 * value:.1f} %"
-
-
-def format_interval(value: float, low: float, high: float) -> str:
-    """`value [low, high]`, each as `format_score` writes it (– where absent)."""
-    return f"{format_score(value)} [{format_score(low)}, {format_score(high)}]"
-
-
-def format_mean_error(mean: float, error: float) -> str:
-    """`mean ± error`, each as `format_score` writes it (– where absent)."""
-    return f"{format_score(mean)} ± {format_score(error)}"
-
-
-def markdown_row(cells) -> str:
-    return "| " + " | ".join(cells) + " |"
+    with tempfile.TemporaryDirectory(prefix="sweep_export_") as scratch:
+        scratch = Path(scratch)
+        for info in infos:
+            # Not export's own layout: runs that differ only in a setting the variant name does
+            # not carry (a sweep over the priority exponent) would share a destination there.
+            export.write(export.read_run(info), scratch / info.path.relative_to(multirun_dir))
+        runs, others = read_results(scratch, ATARI_FAMILY)
+        tag, shown, notes = choose_curves(
+            runs, lambda info: multirun_dir / info.path.relative_to(scratch)
+        )
+        notes += [
+            f"{count} {family} run(s) left out (not Atari): python -m reporting export, then "
+            f"python -m reporting {family}"
+            for family, count in others.items()
+        ]
+        if not shown:
+            raise ValueError(f"{multirun_dir}: no run has scalars to report ({'; '.join(notes)})")
+        bins = grid_size(shown, tag)
+        groups = group_runs(shown, tag, bins)
+    medians = {(group.game, group.name): group.median for group in groups}
+    random_scores = {group.game: reference_scores(group.game, "noop")[0] for group in groups}
+    return Report(tag, bins, groups, curves.learning_speed(medians, random_scores), notes)
 
 
 def game_rows(report: Report) -> list[str]:
     """One markdown row per game and variant (see `markdown` for the columns)."""
-    uniform_best = {g.game: np.nanmax(g.median) for g in report.groups if g.kind == "uniform"}
+    uniform_best = {g.game: np.nanmax(g.median) for g in report.groups if g.name == curves.UNIFORM}
     rows = []
     for group in report.groups:
         game = resolve_game(group.game)
@@ -129,7 +141,7 @@ def game_rows(report: Report) -> list[str]:
             versus, reaches = best_so_far[-1], curves.equivalence_point(best_so_far)
         cells = [
             game.name,
-            group.kind,
+            group.name,
             str(len(group.seeds)),
             format_score(final),
             format_score(best),
@@ -141,7 +153,7 @@ def game_rows(report: Report) -> list[str]:
 
 def speed_rows(report: Report) -> list[str]:
     return [
-        f"| {s.kind} | {s.games} | {format_percent(s.best_so_far[-1])} | "
+        f"| {s.variant} | {s.games} | {format_percent(s.best_so_far[-1])} | "
         f"{format_percent(s.best_equivalence)} | {format_percent(s.mean_so_far[-1])} | "
         f"{format_percent(s.mean_equivalence)} |"
         for s in report.speeds
@@ -151,7 +163,7 @@ def speed_rows(report: Report) -> list[str]:
 def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
     source = (
         "test evaluations (`eval/score`, no-op starts, ε 0.01)"
-        if report.tag == EVAL_TAG
+        if report.tag == export.EVAL_TAG
         else "training episode returns (`episode/return`: no test evaluation was logged)"
     )
     seeds = sorted({len(g.seeds) for g in report.groups})
@@ -194,3 +206,77 @@ def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
     if report.notes:
         lines += ["", "## Left out", "", *[f"- {note}" for note in report.notes]]
     return "\n".join(lines) + "\n"
+
+
+def plot_learning_curves(groups: Sequence[Group], bins: int, ylabel: str, path: Path) -> None:
+    """One game: each variant's median over seeds with its interquartile band; the no-op
+    human score dashed green."""
+    game = resolve_game(groups[0].game)
+    figure = Figure(figsize=(6, 4), dpi=100)
+    axes = figure.subplots()
+    colours = variant_colours([(group.name, group.kind) for group in groups])
+    for group in groups:
+        steps = curves.fractions(bins) * group.total_steps
+        low, median, high = curves.quartiles(group.curves)
+        colour = colours[group.name]
+        legend = f"{label(group.name)} ({len(group.seeds)} seeds)"
+        axes.plot(steps, median, color=colour, label=legend, linewidth=1.5)
+        axes.fill_between(steps, low, high, color=colour, alpha=0.2, linewidth=0)
+    _, human = reference_scores(game.rom_id, "noop")
+    axes.axhline(human, color="green", linestyle="--", linewidth=1, label="human")
+    axes.set_title(game.name)
+    axes.set_xlabel("agent steps")
+    axes.set_ylabel(ylabel)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def plot_learning_speed(report: Report, path: Path) -> None:
+    """Figure 4: median over games of the baseline-normalized best-so-far (left) and
+    mean-so-far (right) scores against the fraction of training, equivalence points dashed."""
+    figure = Figure(figsize=(10, 4), dpi=100)
+    panels = figure.subplots(1, 2, sharey=True)
+    x = 100 * curves.fractions(report.bins)
+    kinds = {group.name: group.kind for group in report.groups}
+    colours = variant_colours([(speed.variant, kinds[speed.variant]) for speed in report.speeds])
+    for axes, field, title in (
+        (panels[0], "best", "maximum score so far"),
+        (panels[1], "mean", "mean score so far"),
+    ):
+        for speed in report.speeds:
+            curve = getattr(speed, f"{field}_so_far")
+            point = getattr(speed, f"{field}_equivalence")
+            colour = colours[speed.variant]
+            reached = f" (100 % at {100 * point:.0f} %)" if point is not None else ""
+            axes.plot(x, 100 * curve, color=colour, label=label(speed.variant) + reached)
+            if point is not None and speed.variant != curves.UNIFORM:
+                axes.axvline(100 * point, color=colour, linestyle="--", linewidth=1)
+        axes.axhline(100, color="grey", linewidth=0.8)
+        axes.set_title(
+            f"{title} (median over {max(s.games for s in report.speeds)} games)", fontsize=10
+        )
+        axes.set_xlabel("training (%)")
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+    panels[0].set_ylabel("baseline-normalized score (%)")
+    figure.tight_layout()
+    figure.savefig(path)
+
+
+def plot_all(report: Report, out: Path) -> list[str]:
+    """Writes every figure into `out`; returns their file names."""
+    names = []
+    tests = report.tag == export.EVAL_TAG
+    ylabel = "test score (no-op starts)" if tests else "training return"
+    for game in sorted({g.game for g in report.groups}):
+        name = f"learning_curves_{game}.png"
+        plot_learning_curves(
+            [g for g in report.groups if g.game == game], report.bins, ylabel, out / name
+        )
+        names.append(name)
+    if report.speeds:
+        plot_learning_speed(report, out / "learning_speed.png")
+        names.append("learning_speed.png")
+    return names

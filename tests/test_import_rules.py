@@ -1,5 +1,6 @@
-"""Imports between the project's packages run one way, checked on the source with `ast`:
-imports inside functions and under `if TYPE_CHECKING:` count, relative ones are resolved."""
+"""Imports between the project's packages run one way, and no modules import each other in a
+circle; checked on the source with `ast`: imports inside functions and under
+`if TYPE_CHECKING:` count, relative ones are resolved."""
 
 import ast
 from pathlib import Path
@@ -12,18 +13,23 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
     "agents": {"training", "evaluation", "reporting", "cliffwalk", "artifacts"},
     "replay": {"training", "evaluation", "reporting", "cliffwalk", "artifacts"},
-    # envs may import artifacts: start-state files carry its format/version header.
-    "envs": {"training", "evaluation", "reporting", "cliffwalk"},
+    "envs": {"training", "evaluation", "reporting", "cliffwalk", "artifacts"},
     "artifacts": {"training", "evaluation", "reporting", "replay"},
-    "evaluation": {"training", "replay"},
+    "evaluation": {"training", "replay", "reporting"},
     "reporting": {"training", "replay"},
     "cliffwalk": {"training", "evaluation", "reporting"},
     "training": {"reporting", "cliffwalk"},
 }
 
 
+def is_module(root: Path, name: str) -> bool:
+    path = root.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import statement in the file at `path`."""
+    """(line, absolute module name) of every import statement in the file at `path`; for
+    `from m import n`, m.n where that is a module below `root`, else m."""
     package = path.relative_to(root).parent.parts
     found = []
     for node in ast.walk(ast.parse(path.read_text("utf-8"), filename=str(path))):
@@ -31,7 +37,10 @@ def imported_modules(path: Path, root: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = list(package[: len(package) + 1 - node.level]) if node.level else []
-            found.append((node.lineno, ".".join([*base, *filter(None, [node.module])])))
+            module = ".".join([*base, *filter(None, [node.module])])
+            for alias in node.names:
+                name = f"{module}.{alias.name}"
+                found.append((node.lineno, name if is_module(root, name) else module))
     return found
 
 
@@ -48,16 +57,69 @@ def violations(root: Path, package: str) -> list[str]:
     return found
 
 
-def test_every_package_has_a_rule():
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the modules below `root` it imports (the top-level scripts and every package
+    of FORBIDDEN). Importing a.b also runs a's __init__, which is not counted: a package's
+    __init__ imports its own modules, not the other way round."""
+    files = [path for package in FORBIDDEN for path in (root / package).rglob("*.py")]
+    files += list(root.glob("*.py"))
+    graph = {}
+    for path in files:
+        name = module_name(path, root)
+        graph[name] = {
+            module
+            for _, module in imported_modules(path, root)
+            if module != name and is_module(root, module)
+        }
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """Modules that import each other in a circle, the first one again at the end; [] if none."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        path, branches = [start], [iter(sorted(graph[start]))]
+        while branches:
+            module = next(branches[-1], None)
+            if module is None:
+                done.add(path.pop())
+                branches.pop()
+            elif module in path:
+                return path[path.index(module) :] + [module]
+            elif module not in done and module in graph:
+                path.append(module)
+                branches.append(iter(sorted(graph[module])))
+    return []
+
+
+def test_every_package_has_a_rule_and_is_installed():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
-    assert set(project["tool"]["setuptools"]["packages"]) == set(FORBIDDEN)
+    listed = set(project["tool"]["setuptools"]["packages"])
+    assert {name.split(".")[0] for name in listed} == set(FORBIDDEN)
+    # setuptools installs the packages listed, not the ones below them.
+    found = {
+        ".".join(path.parent.relative_to(ROOT).parts)
+        for package in FORBIDDEN
+        for path in (ROOT / package).rglob("*.py")
+    }
+    assert found == listed
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))
 def test_imports_run_in_the_intended_direction(package):
     found = violations(ROOT, package)
     assert not found, "\n".join(found)
+
+
+def test_no_modules_import_each_other():
+    cycle = find_cycle(import_graph(ROOT))
+    assert not cycle, " imports ".join(cycle)
 
 
 def test_the_check_sees_relative_and_nested_imports(tmp_path):
@@ -73,3 +135,22 @@ def test_the_check_sees_relative_and_nested_imports(tmp_path):
         "evaluation/runs.py:2 imports training",
         "evaluation/runs.py:4 imports replay.buffer",
     ]
+
+
+def test_the_check_finds_a_cycle_through_type_only_and_submodule_imports(tmp_path):
+    (tmp_path / "reporting").mkdir()
+    (tmp_path / "reporting" / "__init__.py").write_text("")
+    (tmp_path / "reporting" / "plots.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from reporting.report import Band\n"
+    )
+    (tmp_path / "reporting" / "report.py").write_text("from reporting import plots\n")
+    (tmp_path / "reporting" / "markdown.py").write_text("import reporting.report\n")
+    assert find_cycle(import_graph(tmp_path)) == [
+        "reporting.report",
+        "reporting.plots",
+        "reporting.report",
+    ]
+    (tmp_path / "reporting" / "plots.py").write_text("import numpy\n")
+    assert find_cycle(import_graph(tmp_path)) == []

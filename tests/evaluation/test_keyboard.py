@@ -4,8 +4,9 @@ import ale_py
 import numpy as np
 import pytest
 
-from envs.trajectories import load_trajectories, sample_start_states, save_trajectories
-from evaluation.start_states import KeyboardRecorder, record_trajectories
+from evaluation.human_starts.recording import KeyboardRecorder, record_trajectories
+from evaluation.human_starts.sampling import sample_start_states
+from evaluation.human_starts.trajectories import load_trajectories, save_trajectories
 
 RIGHT = 3  # ale_py.Action.RIGHT
 

@@ -1,4 +1,4 @@
-"""`python -m evaluation.start_states play`: an agent's own games as a trajectory file that
+"""`python -m evaluation.human_starts play`: an agent's own games as a trajectory file that
 replays exactly, then `sample` and a human-starts evaluation from it (a freshly initialised
 agent in a tiny run directory: no training; games capped at 2,000 frames)."""
 
@@ -10,13 +10,13 @@ import pytest
 import yaml
 
 import evaluate
+import evaluation.human_starts.__main__ as start_state_tools
 from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import save_agent_snapshot
 from envs.atari import make_env
-from envs.recording import play_trajectories
-from envs.start_state_file import load_start_states
-from envs.trajectories import load_trajectories, replay_env
-from evaluation import start_states as start_state_tools
+from evaluation.human_starts.recording import play_trajectories
+from evaluation.human_starts.start_state_file import load_start_states
+from evaluation.human_starts.trajectories import load_trajectories, replay_env
 
 PONG_MINIMAL = (0, 1, 3, 4, 11, 12)  # ALE ids of Pong's 6 actions, in the agent's order
 CAP = 2000

@@ -119,3 +119,35 @@ def test_without_uniform_runs_there_is_no_learning_speed_summary(tmp_path):
     text = (multirun / "report" / "report.md").read_text()
     assert "no game has a uniform baseline" in text and "| Pong | proportional | 2 |" in text
     assert not (multirun / "report" / "learning_speed.png").exists()
+
+
+def test_variants_of_one_replay_kind_are_reported_apart(tmp_path):
+    multirun = fake_multirun(tmp_path / "multirun")
+    for run_dir in multirun.glob("env.game=pong,replay=uniform*"):
+        config = OmegaConf.load(run_dir / "config.yaml")
+        config.agent = {"target_rule": "dqn"}
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    main([str(multirun)])
+    text = (multirun / "report" / "report.md").read_text()
+    # Pong's DQN-target runs are their own variant; Pong then has no uniform baseline.
+    assert "| Pong | dqn-uniform | 2 | -0.5 | -0.5 | 57.2 % | 57.2 % | – | – |" in text
+    assert "| Pong | proportional | 2 | 19.5 | 19.5 | 113.9 % | 113.9 % | – | – |" in text
+    assert "| Pong | uniform |" not in text
+    assert "| Breakout | uniform | 2 |" in text
+
+
+def test_runs_of_another_family_are_left_out_with_a_note(tmp_path):
+    multirun = fake_multirun(tmp_path / "multirun")
+    config = {
+        "seed": 0,
+        "env": {"kind": "minatar", "game": "breakout", "frame_skip": 1},
+        "replay": {"kind": "uniform"},
+        "train": {"total_steps": TOTAL_STEPS},
+    }
+    run_dir = multirun / "minatar_run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    main([str(multirun)])
+    text = (multirun / "report" / "report.md").read_text()
+    assert "- 1 minatar run(s) left out (not Atari): python -m reporting export, then" in text
+    assert "| Breakout | uniform | 2 |" in text

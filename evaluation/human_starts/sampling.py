@@ -1,22 +1,28 @@
-"""Start points captured from a replayed trajectory: which frames, and what is kept of each.
+"""Start points sampled from trajectories by replay in the emulator.
 
-``sample_start_states`` (``envs.trajectories``) draws the frames with ``draw_frames`` and
-replays each trajectory once with ``capture_starts``, which keeps, for every drawn frame k, the
-ALE state of frame k - 1 (what ``envs.start_state_file.restore_start`` enters a start point from),
+The rule (the paper's human starts, after Nair et al. 2015 and van Hasselt et al. 2016: start
+points "randomly sampled from human play"): every emulator frame k of every trajectory with
+``0 <= k < min(trajectory length, max_episode_frames)`` is a candidate (k frames after reset),
+and ``count`` distinct candidates are drawn uniformly over all of them, so a longer trajectory
+gives proportionally more starts (``draw_frames``).
+
+Each trajectory is then replayed once (``capture_starts``), keeping for every drawn frame k the
+ALE state of frame k - 1 (what ``start_state_file.restore_start`` enters a start point from),
 the RAM, the screen, the score so far and the agent's acting state (``agent_frames``: an
-emulator state holds no past screens, so they are rebuilt from the replay).
+emulator state holds no past screens, so they are rebuilt from the replay). Start points are
+returned only once they pass ``verification.verify_start_states``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import ale_py
 import cv2
 import gymnasium as gym
 import numpy as np
 
-if TYPE_CHECKING:
-    from envs.trajectories import TrajectoryLog
+from evaluation.human_starts.start_state_file import StartStates
+from evaluation.human_starts.trajectories import TrajectoryLog, replay_env, rom_md5
+from evaluation.human_starts.verification import verify_start_states
 
 
 def agent_frames(
@@ -103,3 +109,52 @@ def capture_starts(env: gym.Env, log: TrajectoryLog, index: int, targets: list[i
             f"{trajectory.score}: the emulator diverged from the recording"
         )
     return captures
+
+
+def sample_start_states(
+    log: TrajectoryLog,
+    *,
+    rng: np.random.Generator,
+    count: int = 100,
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    history_length: int = 4,
+    max_episode_frames: int = 108_000,
+) -> StartStates:
+    """Draw ``count`` start points uniformly over the candidate frames (module docstring),
+    replay each trajectory once to capture them, in trajectory and frame order, and verify
+    them (``verify_start_states``). Raises ValueError if there are fewer candidates than
+    ``count``, a replay diverges from its log, or the game's states do not restore faithfully."""
+    owners, frames = draw_frames(log, count, rng, max_episode_frames)
+    layout = dict(frame_skip=frame_skip, history_length=history_length, screen_size=screen_size)
+    env = replay_env(log.game)
+    captures = []  # (trajectory, k, state bytes, agent frames, RGB screen, score so far, RAM)
+    try:
+        for index in range(len(log.trajectories)):
+            targets = [int(k) for k in frames[owners == index]]
+            captures += [(index, *c) for c in capture_starts(env, log, index, targets, layout)]
+    finally:
+        env.close()
+    column = list(zip(*captures, strict=True))
+    starts = StartStates(
+        game=log.game,
+        rom_md5=rom_md5(log.game),
+        ale_py_version=ale_py.__version__,
+        states=column[2],
+        frames=np.stack(column[3]),
+        screens=np.stack(column[4]),
+        episode_frames=np.array(column[1], dtype=np.int64),
+        prefix_scores=np.array(column[5], dtype=np.float64),
+        trajectory_indices=np.array(column[0], dtype=np.int64),
+        trajectory_frames=np.array(column[1], dtype=np.int64),
+        trajectory_sources=tuple(t.source for t in log.trajectories),
+        rams=np.stack(column[6]),
+        trajectory_seeds=np.array([t.seed for t in log.trajectories], dtype=np.int64),
+        trajectory_actions=tuple(
+            np.repeat(np.array(t.actions, dtype=np.uint8), log.frames_per_action).tobytes()
+            for t in log.trajectories
+        ),
+        **layout,
+    )
+    verify_start_states(starts)
+    return starts

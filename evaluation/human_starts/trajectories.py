@@ -1,5 +1,4 @@
-"""Play (a human's, or an agent's) as action logs, and start points sampled from them by
-replay in the emulator.
+"""Trajectory files: play (a human's, or an agent's) as action logs that replay exactly.
 
 A trajectory file is JSON (never a pickle)::
 
@@ -9,30 +8,18 @@ A trajectory file is JSON (never a pickle)::
 
 ``actions`` are ALE action ids (0..17, ``ale_py.Action``; the full action set, whatever set the
 agent uses), each held for ``frames_per_action`` emulator frames (1 for keyboard play at 60 Hz).
-A trajectory is replayed from ``reset(seed=seed)`` with sticky actions off, so it is exactly the
+A trajectory is replayed in ``replay_env`` from ``reset(seed=seed)``, so it is exactly the
 recorded game; ``score`` (optional) is checked against the replay. ``source`` says where it came
 from. ``rom_md5`` and ``ale_py_version`` may be given and are then checked.
 
-Sampling (the paper's human starts, after Nair et al. 2015 and van Hasselt et al. 2016: start
-points "randomly sampled from human play"): every emulator frame k of every trajectory with
-``0 <= k < min(trajectory length, max_episode_frames)`` is a candidate (k frames after reset),
-and ``count`` distinct candidates are drawn uniformly over all of them, so a longer trajectory
-gives proportionally more starts (the drawing and capturing: ``envs.start_sampling``).
-
-Verification (``verify_start_states``; sampling runs it before it returns, the human-starts
-evaluation before it plays): each trajectory is replayed from its seeded reset, which must
-reach every start point's stored RAM and state bytes; then each start point is restored into
-an evaluation env the way the evaluator restores it (``envs.start_state_file.restore_start``) and
-both play the human's next ``VERIFY_HORIZON`` frames (NOOPs past the end of the log): RAM and
-screen must match the replay on every frame, or the start points are refused (the replays
-and comparisons: ``envs.start_verification``).
-
-Trajectory files come from keyboard play or from an agent's games (``envs.recording``). Command
-line (record, play, sample, verify, show): ``python -m evaluation.start_states``.
+Trajectory files come from keyboard play or from an agent's games (``recording``); start points
+are sampled from them (``sampling``).
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 from dataclasses import dataclass, replace
@@ -40,25 +27,14 @@ from pathlib import Path
 
 import ale_py
 import gymnasium as gym
-import numpy as np
 
-from envs.atari import make_env
 from envs.games import resolve_game
-from envs.start_sampling import capture_starts, draw_frames
-from envs.start_state_checks import rom_md5
-from envs.start_state_file import StartStates
-from envs.start_verification import check_restore, fingerprint, replay_truth
 
 gym.register_envs(ale_py)
 
 FORMAT = "per-atari-trajectories"
 VERSION = 1
 NUM_ALE_ACTIONS = 18
-# Frames compared after each restore. Every divergence benchmarks/restore_fidelity.py found
-# showed on the first frame after the restore; 1,000 frames (17 s of play) leave a wide margin
-# at a cost of about 1,000 emulator frames per start point.
-VERIFY_HORIZON = 1000
-_verified: set[str] = set()  # fingerprints of start sets verified in this process
 
 
 @dataclass(frozen=True)
@@ -181,72 +157,9 @@ def replay_env(game: str) -> gym.Env:
     )
 
 
-def sample_start_states(
-    log: TrajectoryLog,
-    *,
-    rng: np.random.Generator,
-    count: int = 100,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    history_length: int = 4,
-    max_episode_frames: int = 108_000,
-) -> StartStates:
-    """Draw ``count`` start points uniformly over the candidate frames (module docstring),
-    replay each trajectory once to capture them, in trajectory and frame order, and verify
-    them (``verify_start_states``). Raises ValueError if there are fewer candidates than
-    ``count``, a replay diverges from its log, or the game's states do not restore faithfully."""
-    owners, frames = draw_frames(log, count, rng, max_episode_frames)
-    layout = dict(frame_skip=frame_skip, history_length=history_length, screen_size=screen_size)
-    env = replay_env(log.game)
-    captures = []  # (trajectory, k, state bytes, agent frames, RGB screen, score so far, RAM)
-    try:
-        for index in range(len(log.trajectories)):
-            targets = [int(k) for k in frames[owners == index]]
-            captures += [(index, *c) for c in capture_starts(env, log, index, targets, layout)]
-    finally:
-        env.close()
-    column = list(zip(*captures, strict=True))
-    starts = StartStates(
-        game=log.game,
-        rom_md5=rom_md5(log.game),
-        ale_py_version=ale_py.__version__,
-        states=column[2],
-        frames=np.stack(column[3]),
-        screens=np.stack(column[4]),
-        episode_frames=np.array(column[1], dtype=np.int64),
-        prefix_scores=np.array(column[5], dtype=np.float64),
-        trajectory_indices=np.array(column[0], dtype=np.int64),
-        trajectory_frames=np.array(column[1], dtype=np.int64),
-        trajectory_sources=tuple(t.source for t in log.trajectories),
-        rams=np.stack(column[6]),
-        trajectory_seeds=np.array([t.seed for t in log.trajectories], dtype=np.int64),
-        trajectory_actions=tuple(
-            np.repeat(np.array(t.actions, dtype=np.uint8), log.frames_per_action).tobytes()
-            for t in log.trajectories
-        ),
-        **layout,
-    )
-    verify_start_states(starts)
-    return starts
-
-
-def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
-    """Refuse, with a one-line ValueError, start points that their action prefix does not reach
-    from its seeded reset, or whose restore does not go on exactly like that replay for
-    ``horizon`` frames (module docstring). A start set passes once per process: later calls
-    with the same content return at once."""
-    key = fingerprint(starts, horizon)
-    if key in _verified:
-        return
-    env = make_env(starts.game, seed=0, noop_max=0)  # restored into as the evaluator does
-    replay = replay_env(starts.game)
-    try:
-        for trajectory in np.unique(starts.trajectory_indices):
-            members = np.flatnonzero(starts.trajectory_indices == trajectory)
-            truth = replay_truth(replay, starts, int(trajectory), members, horizon)
-            for index in members:
-                check_restore(env, starts, int(index), *truth, horizon)
-    finally:
-        env.close()
-        replay.close()
-    _verified.add(key)
+@functools.cache
+def rom_md5(game: str) -> str:
+    """MD5 of the installed ROM of ``game`` (the checksum ale-py itself verifies): a log or a
+    state replays the same only in the same ROM."""
+    rom_id = resolve_game(game).rom_id
+    return hashlib.md5(Path(ale_py.roms.get_rom_path(rom_id)).read_bytes()).hexdigest()

@@ -1,5 +1,8 @@
 """The score table `evaluate.py` prints and writes: per-game scores beside the paper's,
-across-game summaries, JSON and CSV (`reporting/` makes the learning-curve reports).
+across-game summaries, JSON and CSV.
+
+Its input is one `RunScore` per evaluated run, the record evaluate.py keeps of each run's
+episodes (the JSON's ``runs``); like every other report it reads no run directory.
 
 Per (replay variant, game): the score is the mean over runs (seeds) of each run's mean episode
 score; its spread is the episode standard deviation for one run, the standard deviation across
@@ -205,6 +208,34 @@ def write_report(
         writer.writeheader()
         writer.writerows(rows)
     return [json_path, csv_path]
+
+
+def cap_text(caps: list[int]) -> str:
+    """'episodes capped at 108,000 frames'; a cap of 0 is none (MinAtar's published setting)."""
+    capped = "/".join(f"{cap:,}" for cap in caps if cap)
+    if not capped:
+        return "episodes not capped"
+    return f"episodes capped at {capped} frames" + (" or not capped" if 0 in caps else "")
+
+
+def table_title(
+    protocol: Protocol,
+    noop_max: list[int],
+    epsilons: list[float],
+    caps: list[int],
+    episodes: int | None,
+) -> str:
+    """The table's first line: the protocol's title with the runs' resets, ε, budget
+    (``episodes=``, None for the protocol's) and episode caps, values that differ between runs
+    joined by /."""
+    resets = [f"1-{most} random no-ops" if most else "no no-ops" for most in noop_max]
+    title = protocol.title.format(
+        noop_max="/".join(map(str, noop_max)),
+        reset="/".join(resets),
+        epsilon="/".join(map(str, epsilons)),
+        episodes=protocol.budget_text(episodes),
+    )
+    return f"{title}; {cap_text(caps)}"
 
 
 def paper_note(protocol: Protocol) -> str:

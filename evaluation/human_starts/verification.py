@@ -1,11 +1,13 @@
 """Whether start points are what their action prefixes reach, and restore faithfully.
 
-``verify_start_states`` (``envs.trajectories``) runs these per trajectory: ``replay_truth``
-replays the trajectory from its seeded reset, checking each start point's stored state and RAM
-on the way (``check_prefix``) and keeping the RAM and a CRC-32 of the screen of the frames after
-each start point; ``check_restore`` then enters each start point the way the evaluator does
-(``envs.start_state_file.restore_start``) and requires every one of those frames to be the
-replay's. ``fingerprint`` identifies a start set, so that one is verified once per process.
+``verify_start_states`` (sampling runs it before it returns, the human-starts evaluation before
+it plays) replays each trajectory from its seeded reset (``replay_truth``), which must reach
+every start point's stored ALE state and RAM (``check_prefix``); then each start point is
+restored into an evaluation env the way the evaluator restores it
+(``start_state_file.restore_start``) and both play the human's next ``VERIFY_HORIZON`` frames
+(NOOPs past the end of the log): RAM and screen must match the replay on every frame
+(``check_restore``), or the start points are refused. ``fingerprint`` identifies a start set,
+so that one is verified once per process.
 """
 
 from __future__ import annotations
@@ -17,7 +19,37 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
-from envs.start_state_file import StartStates, restore_start
+from envs.atari import make_env
+from evaluation.human_starts.start_state_file import StartStates, restore_start
+from evaluation.human_starts.trajectories import replay_env
+
+# Frames compared after each restore. Every divergence benchmarks/restore_fidelity.py found
+# showed on the first frame after the restore; 1,000 frames (17 s of play) leave a wide margin
+# at a cost of about 1,000 emulator frames per start point.
+VERIFY_HORIZON = 1000
+_verified: set[str] = set()  # fingerprints of start sets verified in this process
+
+
+def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
+    """Refuse, with a one-line ValueError, start points that their action prefix does not reach
+    from its seeded reset, or whose restore does not go on exactly like that replay for
+    ``horizon`` frames (module docstring). A start set passes once per process: later calls
+    with the same content return at once."""
+    key = fingerprint(starts, horizon)
+    if key in _verified:
+        return
+    env = make_env(starts.game, seed=0, noop_max=0)  # restored into as the evaluator does
+    replay = replay_env(starts.game)
+    try:
+        for trajectory in np.unique(starts.trajectory_indices):
+            members = np.flatnonzero(starts.trajectory_indices == trajectory)
+            truth = replay_truth(replay, starts, int(trajectory), members, horizon)
+            for index in members:
+                check_restore(env, starts, int(index), *truth, horizon)
+    finally:
+        env.close()
+        replay.close()
+    _verified.add(key)
 
 
 def replay_truth(

@@ -1,19 +1,19 @@
 """Command-line tools for human start points: record, play, sample, verify, show.
 
-    python -m evaluation.start_states record game=pong trajectories=pong_human.json \
+    python -m evaluation.human_starts record game=pong trajectories=pong_human.json \
         out=pong_starts.npz                    # play with the keyboard, then sample 100 starts
-    python -m evaluation.start_states play RUN_DIR out=agent_play.json episodes=5 seed=0 \
+    python -m evaluation.human_starts play RUN_DIR out=agent_play.json episodes=5 seed=0 \
         [epsilon=0.01] [snapshot=best|latest|final] [device=auto] [env.KEY=V ...]
-    python -m evaluation.start_states sample pong_human.json [more.json ...] out=pong_starts.npz
-    python -m evaluation.start_states verify pong_starts.npz
-    python -m evaluation.start_states show pong_starts.npz png=pong_starts.png
+    python -m evaluation.human_starts sample pong_human.json [more.json ...] out=pong_starts.npz
+    python -m evaluation.human_starts verify pong_starts.npz
+    python -m evaluation.human_starts show pong_starts.npz png=pong_starts.png
 
 ``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``play`` logs an
 agent's ε-greedy games with its run's env settings instead. ``show`` writes its PNG with
-matplotlib. Formats: ``envs.start_state_file`` (start-state files), ``envs.trajectories``
-(trajectory files). ``sample`` (and so ``record``) writes a file only once every start point
-has passed ``envs.trajectories.verify_start_states``; ``verify`` runs that check on an existing
-file (an evaluation runs it too). Exit status 2 with one line on bad input, including a game
+matplotlib. Formats: ``start_state_file`` (start-state files), ``trajectories`` (trajectory
+files). ``sample`` (and so ``record``) writes a file only once every start point has passed
+``verification.verify_start_states``; ``verify`` runs that check on an existing file (an
+evaluation runs it too). Exit status 2 with one line on bad input, including a game
 whose states do not restore faithfully.
 """
 
@@ -29,21 +29,17 @@ from artifacts.command_line import unwritable_reason
 from artifacts.run_directory import RunDirectory
 from envs.atari import make_env
 from envs.games import resolve_game
-from envs.recording import (
-    KeyboardRecorder,  # noqa: F401  (callers import it from here, where it was written)
-    play_trajectories,
-    record_trajectories,
-)
 from envs.registry import environment_kind
-from envs.start_state_file import StartStates, load_start_states, save_start_states
-from envs.trajectories import (
-    TrajectoryLog,
-    merge_logs,
-    sample_start_states,
-    save_trajectories,
-    verify_start_states,
-)
 from evaluation.arguments import check_arguments_of, parse_arguments
+from evaluation.human_starts.recording import play_trajectories, record_trajectories
+from evaluation.human_starts.sampling import sample_start_states
+from evaluation.human_starts.start_state_file import (
+    StartStates,
+    load_start_states,
+    save_start_states,
+)
+from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
+from evaluation.human_starts.verification import verify_start_states
 
 SAMPLE_DEFAULTS = {
     "out": None,

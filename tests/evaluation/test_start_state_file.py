@@ -7,23 +7,26 @@ import ale_py
 import numpy as np
 import pytest
 
-import envs.start_verification
-import envs.trajectories
+import evaluation.human_starts.__main__ as start_state_tools
 from envs.atari import make_env
 from envs.frame_stack import FrameStack
-from envs.start_sampling import agent_frames, draw_frames
-from envs.start_state_checks import digest, rom_md5
-from envs.start_state_file import load_start_states, restore_start, save_start_states
-from envs.trajectories import (
+from evaluation.human_starts import verification
+from evaluation.human_starts.sampling import agent_frames, draw_frames, sample_start_states
+from evaluation.human_starts.start_state_file import (
+    digest,
+    load_start_states,
+    restore_start,
+    save_start_states,
+)
+from evaluation.human_starts.trajectories import (
     Trajectory,
     TrajectoryLog,
     load_trajectories,
     replay_env,
-    sample_start_states,
+    rom_md5,
     save_trajectories,
-    verify_start_states,
 )
-from evaluation import start_states as start_state_tools
+from evaluation.human_starts.verification import verify_start_states
 
 STEPS = 250  # agent steps of 4 frames: 1,000 frames of Pong, long enough for a point or two
 
@@ -124,6 +127,24 @@ def test_save_and_load_round_trip(tmp_path, starts):
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
     with zipfile.ZipFile(path) as archive:  # plain arrays only, no pickled objects
         assert all(name.endswith(".npy") for name in archive.namelist())
+
+
+def test_the_file_layout_is_the_documented_one(tmp_path, starts):
+    """Files already written stay readable only while the header and arrays are these."""
+    save_start_states(tmp_path / "pong.npz", starts)
+    with np.load(tmp_path / "pong.npz", allow_pickle=False) as npz:
+        names = set(npz.files)
+        metadata = json.loads(str(npz["metadata"]))
+    assert names == {
+        *("frames", "rams", "screens", "episode_frames", "prefix_scores"),
+        *("trajectory_indices", "trajectory_frames", "trajectory_seeds"),
+        *("state_bytes", "state_offsets", "action_bytes", "action_offsets", "metadata"),
+    }
+    assert (metadata["format"], metadata["version"]) == ("per-atari-start-states", 2)
+    assert set(metadata) == {
+        *("format", "version", "game", "rom_md5", "ale_py_version", "frame_skip"),
+        *("screen_size", "history_length", "trajectory_sources", "sha256"),
+    }
 
 
 def rewrite(source, target, metadata_changes=None, array_changes=None, resign=False):
@@ -238,7 +259,7 @@ def test_a_replay_that_diverges_from_its_log_is_refused(recording):
 @pytest.fixture
 def unverified(monkeypatch):
     """Forget which start sets this process verified, so that the check really runs."""
-    monkeypatch.setattr(envs.trajectories, "_verified", set())
+    monkeypatch.setattr(verification, "_verified", set())
 
 
 def test_a_pong_file_verifies_after_loading(tmp_path, starts, unverified):
@@ -303,7 +324,7 @@ def restore_right_after_reset(ale, starts, index):
 def test_qbert_restored_right_after_reset_is_refused_in_one_line(
     tmp_path, qbert_log, unverified, monkeypatch, capsys
 ):
-    monkeypatch.setattr(envs.start_verification, "restore_start", restore_right_after_reset)
+    monkeypatch.setattr(verification, "restore_start", restore_right_after_reset)
     message = (
         r"qbert: start point \d+ \(frame \d+\) does not restore faithfully in ale-py 0\.12\.1: "
         r"the restored game's RAM left the replayed one 1 frame\(s\) after the restore"
@@ -326,3 +347,14 @@ def test_qbert_restores_faithfully_after_one_frame_and_at_the_reset_itself(qbert
     opening = TrajectoryLog("qbert", (Trajectory(qbert_log.trajectories[0].actions[:2]),), 4)
     early = sample_start_states(opening, rng=np.random.default_rng(0), count=8)
     assert early.episode_frames.tolist() == list(range(8))
+
+
+def test_a_file_of_pickled_objects_is_refused_without_advice_to_unpickle_it(tmp_path):
+    """numpy's own text for pickled content recommends allow_pickle=True: loading code."""
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, metadata=np.array([{"format": "per-atari-start-states"}], dtype=object))
+    with pytest.raises(ValueError) as error:
+        load_start_states(pickled)
+    assert str(error.value) == (
+        f"start-state file {pickled} is corrupt or not a start-state file (ValueError)"
+    )

@@ -1,6 +1,6 @@
 """Trajectory files from play: a human at the keyboard, or an agent's own games.
 
-Both give a ``TrajectoryLog`` (``envs.trajectories``): per game the reset seed and the ALE
+Both give a ``TrajectoryLog`` (``trajectories``): per game the reset seed and the ALE
 action id (full action set) of every emulator frame, so that ``replay_env`` replays the game
 exactly and start points can be sampled from it.
 
@@ -20,7 +20,7 @@ import numpy as np
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env
-from envs.trajectories import Trajectory, TrajectoryLog, replay_env
+from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
 
 
 class Policy(Protocol):

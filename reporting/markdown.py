@@ -1,0 +1,26 @@
+"""The cells of the reports' markdown tables: every report writes a number the same way, and an
+absent one (None or NaN) as –."""
+
+import numpy as np
+
+
+def format_score(value: float | None) -> str:
+    return "–" if value is None or np.isnan(value) else f"{value:.1f}"
+
+
+def format_percent(value: float | None) -> str:
+    return "–" if value is None or np.isnan(value) else f"{100 * value:.1f} %"
+
+
+def format_interval(value: float, low: float, high: float) -> str:
+    """`value [low, high]`, each as `format_score` writes it."""
+    return f"{format_score(value)} [{format_score(low)}, {format_score(high)}]"
+
+
+def format_mean_error(mean: float, error: float) -> str:
+    """`mean ± error`, each as `format_score` writes it."""
+    return f"{format_score(mean)} ± {format_score(error)}"
+
+
+def markdown_row(cells) -> str:
+    return "| " + " | ".join(cells) + " |"
