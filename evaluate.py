@@ -21,6 +21,8 @@ or a multirun directory (every run below it). Arguments are ``key=value`` like t
     start_states=PATH            human_starts: a start-state file, or a directory of <rom_id>.npz
     seed=S                       seeds every evaluation env and ε draw (0)
     device=auto|cpu|cuda[:N]     where the network runs (auto)
+    cuda_graphs=true|false       on CUDA, act through a captured forward pass once it has
+                                 matched the eager one (false: eager, the default)
     output=DIR                   where evaluation_<protocol>.json/.csv go (the evaluated dir)
     bootstrap_reps=N             resamples for the IQM confidence interval (2000)
     env.KEY=V                    override an argument of the run's env factory (make_env for
@@ -44,21 +46,22 @@ import numpy as np
 from artifacts.command_line import unwritable_reason
 from artifacts.snapshot import read_snapshot
 from envs.registry import environment_kind
-from envs.start_state_file import load_start_states
 from evaluation.arguments import check_arguments_of, parse_arguments
+from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.runs import RunSpec, find_snapshots
-from evaluation.score_table import (
+from evaluation.scores import normalized_score
+from evaluation.snapshot import frame_shape_of, load_agent_snapshot
+from reporting.score_table import (
     RunScore,
     format_table,
     game_rows,
     normalizes,
     paper_note,
     summaries,
+    table_title,
     write_report,
 )
-from evaluation.scores import normalized_score
-from evaluation.snapshot import frame_shape_of, load_agent_snapshot
 
 DEFAULTS = {
     "protocol": None,  # chosen from the runs' env kinds: see choose_protocol
@@ -68,6 +71,7 @@ DEFAULTS = {
     "start_states": None,
     "seed": 0,
     "device": "auto",
+    "cuda_graphs": False,
     "output": None,
     "bootstrap_reps": 2000,
     "env": {},
@@ -106,6 +110,10 @@ def check_options(options: dict) -> None:
     epsilon = options["epsilon"]
     if epsilon is not None and not (isinstance(epsilon, int | float) and 0 <= epsilon <= 1):
         raise ValueError(f"epsilon={epsilon} is not allowed: must be in [0, 1]")
+    if not isinstance(options["cuda_graphs"], bool):
+        raise ValueError(
+            f"cuda_graphs={options['cuda_graphs']} is not allowed: must be true or false"
+        )
 
 
 def choose_protocol(name: str | None, specs: list[RunSpec]) -> Protocol:
@@ -143,7 +151,7 @@ def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
     if protocol.needs_start_states and not options["start_states"]:
         raise ValueError(
             f"protocol={protocol.name} needs start_states=FILE.npz (or a directory of "
-            "<rom_id>.npz); make one with python -m evaluation.start_states sample"
+            "<rom_id>.npz); make one with python -m evaluation.human_starts sample"
         )
     for kind in sorted({spec.env_kind for spec in specs}):
         check_arguments_of(environment_kind(kind).make, options["env"], "env", skip=("seed",))
@@ -214,7 +222,7 @@ def evaluate_run(
     spec: RunSpec, protocol: Protocol, options: dict, rng: np.random.Generator
 ) -> tuple[RunScore, str]:
     """One run under ``protocol``; returns its score row and the start-state file."""
-    agent, info = load_agent_snapshot(spec.snapshot, options["device"])
+    policy, info = load_agent_snapshot(spec.snapshot, options["device"], options["cuda_graphs"])
     env_kwargs = {"game": info.game, **env_arguments(protocol, spec, options)}
     epsilon = epsilon_of(protocol, spec, options)
     starts, source = None, ""
@@ -222,7 +230,7 @@ def evaluate_run(
         start_file = start_state_file(Path(options["start_states"]), info.game)
         starts, source = load_start_states(start_file, info.game), str(start_file)
     result = protocol.evaluate(
-        agent,
+        policy,
         env_kwargs,
         rng=rng,
         epsilon=epsilon,
@@ -301,16 +309,9 @@ def report_header(
     epsilons = sorted({epsilon_of(protocol, spec, options) for spec in specs})
     used = [env_arguments(protocol, spec, options) for spec in specs]  # what the env got
     noop_max = sorted({noop_max_of(spec, env) for spec, env in zip(specs, used, strict=True)})
-    resets = [f"1-{most} random no-ops" if most else "no no-ops" for most in noop_max]
     caps = sorted({env["max_episode_frames"] for env in used})
-    title = protocol.title.format(
-        noop_max="/".join(map(str, noop_max)),
-        reset="/".join(resets),
-        epsilon="/".join(map(str, epsilons)),
-        episodes=protocol.budget_text(options["episodes"]),
-    )
     return {
-        "title": f"{title}; {_cap_text(caps)}",
+        "title": table_title(protocol, noop_max, epsilons, caps, options["episodes"]),
         "normalized": normalized,
         "paper_note": paper_note(protocol) if normalized else None,
         "protocol": protocol.name,
@@ -322,14 +323,6 @@ def report_header(
         "start_states": start_files,
         "ale_py_version": ale_py.__version__,
     }
-
-
-def _cap_text(caps: list[int]) -> str:
-    """'episodes capped at 108,000 frames'; a cap of 0 is none (MinAtar's published setting)."""
-    capped = "/".join(f"{cap:,}" for cap in caps if cap)
-    if not capped:
-        return "episodes not capped"
-    return f"episodes capped at {capped} frames" + (" or not capped" if 0 in caps else "")
 
 
 if __name__ == "__main__":

@@ -1,29 +1,35 @@
-"""Every GPU figure the README's throughput targets name, from one command: one
-benchmarks/throughput.py process per configuration, then K runs of the paper's config at once on
-the same GPU, and one table.
+"""Every GPU figure the throughput goals name, in pieces that each fit a short lease, and one
+table merged from the saved pieces.
 
-    python benchmarks/gpu_figures.py --out gpu_figures                # everything
-    python benchmarks/gpu_figures.py --out gpu_figures --only exact uniform --concurrent 0
-    python benchmarks/gpu_figures.py --table gpu_figures              # the table from saved runs
+    python benchmarks/gpu_figures.py --out gpu_figures                  # every piece, in turn
+    python benchmarks/gpu_figures.py --out gpu_figures --only exact uniform
+    python benchmarks/gpu_figures.py --out lease2 --only concurrent --set agent.cuda_graphs=true
+    python benchmarks/gpu_figures.py --table gpu_figures lease2         # one table of all pieces
     python benchmarks/gpu_figures.py --out /tmp/dry --device cpu --capacity 20000 --steps 300 \\
-        --concurrent 2                                                # a dry run without a GPU
+        --only exact concurrent --concurrent 2                          # a dry run without a GPU
 
-Each configuration is the paper's (proportional replay, a 1M-transition memory, the periodic
-test in the evaluation worker) with one thing changed; CONFIGURATIONS says what. Configurations
-run one after another, each in its own process, so that they never share the GPU; the K
-concurrent runs are the `exact` configuration with seeds 0..K-1 and OMP_NUM_THREADS = cores // K
-each, as `hydra/launcher=shared_gpu` runs a sweep. `--out` keeps every run's printed tables
-(NAME.txt) and figures (NAME.json). The table's replay share is replay add + sample +
-update_priorities over the whole step; prioritized over uniform compares `exact` with `uniform`.
-Prints figures; asserts nothing.
+A piece is one configuration (CONFIGURATIONS: the paper's config, i.e. proportional replay, a
+1M-transition memory and the periodic test in the evaluation worker, with one thing changed),
+measured by one benchmarks/throughput.py process, or `concurrent`: K runs of `exact` at once
+on the same GPU (seeds 0..K-1, OMP_NUM_THREADS = cores // K each, as `hydra/launcher=shared_gpu`
+runs a sweep). Pieces run one after another, never sharing the GPU, and each is stopped once it
+has run --piece-seconds (8 minutes): a piece that does not fit fails with one line and leaves
+nothing. Each piece writes one file, DIR/PIECE.json (its commands, printed tables and figures):
+six files at most. `--set KEY=VALUE` passes a Hydra override to every run of the pieces (it
+replaces a configuration's own value of KEY) and is recorded with them. The table's replay share
+is replay add + sample + update_priorities over the whole step; prioritized over uniform
+compares `exact` with `uniform`. Prints figures; asserts nothing.
 """
 
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,11 +44,19 @@ CONFIGURATIONS = {  # name: (what changes from the paper's config, overrides)
         ["agent.pipelined=true", "replay.device={device}"],
     ),
 }
+CONCURRENT = "concurrent"
+PIECES = (*CONFIGURATIONS, CONCURRENT)
 REPLAY_ROWS = ("replay add", "learn: replay.sample", "learn: update_priorities")
 NETWORK = "nature"  # the pass of benchmarks/throughput.py with the configured network
 
 
-def throughput_command(args, name: str, seed: int, ceiling: bool) -> list[str]:
+class PieceTooLong(Exception):
+    """A piece ran past its time limit; its runs were stopped."""
+
+
+def overrides_of(args, name: str, seed: int) -> list[str]:
+    """The Hydra overrides of one run: the paper's config, the configuration's change, then
+    `--set`, each key once (a later value of a key replaces an earlier one)."""
     _, changes = CONFIGURATIONS[name]
     overrides = [
         "replay=proportional",
@@ -50,46 +64,117 @@ def throughput_command(args, name: str, seed: int, ceiling: bool) -> list[str]:
         f"replay.capacity={args.capacity}",
         f"seed={seed}",
         *(change.format(device=args.device) for change in changes),
+        *args.set,
     ]
+    by_key = {override.split("=", 1)[0]: override for override in overrides}
+    return list(by_key.values())
+
+
+def throughput_command(args, name: str, seed: int, ceiling: bool, json_path: Path) -> list[str]:
     flags = [f"--steps={args.steps}", *([] if ceiling else ["--no-ceiling"])]
-    return [sys.executable, str(THROUGHPUT), *overrides, *flags]
+    overrides = overrides_of(args, name, seed)
+    return [sys.executable, str(THROUGHPUT), *overrides, *flags, f"--json={json_path}"]
 
 
-def run_configuration(args, name: str) -> None:
-    """One configuration alone; its tables go to the terminal and to NAME.txt."""
-    ceiling = name == "exact"  # the loop's bound with a trivial network, once
-    command = throughput_command(args, name, 0, ceiling) + [f"--json={args.out / f'{name}.json'}"]
-    print(f"\n## {name}: {' '.join(command[1:])}", flush=True)
-    result = subprocess.run(command, capture_output=True, text=True)
-    (args.out / f"{name}.txt").write_text(result.stdout + result.stderr)
-    print(result.stdout + result.stderr, flush=True)
-    if result.returncode:
-        raise SystemExit(f"error: {name} failed with exit code {result.returncode}")
+def run_together(commands: list[list[str]], seconds: float, environment: dict) -> list[dict]:
+    """Run `commands` at once, each in its own session; returns each one's exit status and
+    output. Past `seconds` every one of them is killed (with what it started) and
+    PieceTooLong is raised."""
+    deadline = time.monotonic() + seconds
+    with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
+        logs = [Path(directory) / f"{index}.log" for index in range(len(commands))]
+        running = []
+        for command, log in zip(commands, logs, strict=True):
+            with log.open("w") as output:
+                running.append(
+                    subprocess.Popen(
+                        command,
+                        stdout=output,
+                        stderr=subprocess.STDOUT,
+                        env=environment,
+                        start_new_session=True,
+                    )
+                )
+        try:
+            for process in running:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for process in running:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            raise PieceTooLong from None
+        return [
+            {"status": process.returncode, "output": log.read_text()}
+            for process, log in zip(running, logs, strict=True)
+        ]
 
 
-def run_concurrent(args) -> None:
-    """K processes of the `exact` configuration at once, each with its share of the cores."""
-    count = args.concurrent
-    threads = max(1, (os.cpu_count() or 1) // count)
-    environment = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    print(f"\n## {count} concurrent runs of `exact`, OMP_NUM_THREADS={threads}", flush=True)
-    for old in args.out.glob("concurrent_*"):  # a smaller K's runs must not join the table
-        old.unlink()
-    running = []
-    for seed in range(count):
-        name = f"concurrent_{seed}"
-        command = throughput_command(args, "exact", seed, ceiling=False)
-        command.append(f"--json={args.out / f'{name}.json'}")
-        log = (args.out / f"{name}.txt").open("w")
-        running.append((name, subprocess.Popen(command, stdout=log, stderr=log, env=environment)))
-    failed = [name for name, process in running if process.wait()]
+def run_piece(args, name: str) -> dict:
+    """One piece, measured now: its record, as saved in DIR/PIECE.json."""
+    concurrent = name == CONCURRENT
+    count = args.concurrent if concurrent else 1
+    environment = dict(os.environ)
+    if concurrent:
+        environment["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // count))
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
+        figures = [Path(directory) / f"{seed}.json" for seed in range(count)]
+        configuration = "exact" if concurrent else name
+        ceiling = name == "exact"  # the loop's bound with a trivial network, once
+        commands = [
+            throughput_command(args, configuration, seed, ceiling, path)
+            for seed, path in enumerate(figures)
+        ]
+        runs = run_together(commands, args.piece_seconds, environment)
+        for run, path in zip(runs, figures, strict=True):
+            run["figures"] = json.loads(path.read_text()) if path.exists() else None
+    failed = [index for index, run in enumerate(runs) if run["status"]]
     if failed:
-        raise SystemExit(f"error: {', '.join(failed)} failed (see their .txt in {args.out})")
+        output = runs[failed[0]]["output"].strip().splitlines() or ["(no output)"]
+        raise SystemExit(f"error: piece {name} failed: {output[-1]}")
+    return {
+        "piece": name,
+        "description": f"{count} runs of exact at once" if concurrent else CONFIGURATIONS[name][0],
+        "set": args.set,
+        "commands": [" ".join(command[1:]) for command in commands],
+        "seconds": round(time.monotonic() - started, 1),
+        "runs": runs,
+    }
 
 
-def load(path: Path) -> dict:
-    record = json.loads(path.read_text())
-    return record["passes"][NETWORK] | {"device": record.get("device", "?")}
+def measure(args) -> None:
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in args.only or PIECES:
+        if name == CONCURRENT and not args.concurrent:
+            continue
+        print(f"\n## {name}", flush=True)
+        try:
+            record = run_piece(args, name)
+        except PieceTooLong:
+            raise SystemExit(
+                f"error: piece {name} ran past --piece-seconds={args.piece_seconds:g} and was "
+                "stopped; give fewer --steps or a smaller --capacity"
+            ) from None
+        for run in record["runs"]:
+            print(run["output"], flush=True)
+        (args.out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{name}: {record['seconds']:.0f} s, saved in {args.out / f'{name}.json'}")
+
+
+def saved_pieces(sources: list[Path]) -> dict[str, dict]:
+    """The pieces saved in `sources` (folders of PIECE.json, or such files), by name; where a
+    piece was saved twice, the later source's."""
+    files = []
+    for source in sources:
+        files += sorted(source.glob("*.json")) if source.is_dir() else [source]
+    records = [json.loads(path.read_text()) for path in files]
+    return {record["piece"]: record for record in records if record.get("piece") in PIECES}
+
+
+def passes(record: dict) -> list[dict]:
+    """The configured network's figures of each run of a piece."""
+    return [run["figures"]["passes"][NETWORK] for run in record["runs"]]
 
 
 def replay_share(figures: dict) -> float:
@@ -97,63 +182,66 @@ def replay_share(figures: dict) -> float:
     return sum(rows[row] for row in REPLAY_ROWS) / figures["total_us_per_step"]
 
 
-def table(directory: Path) -> str:
-    """The markdown table of every run saved in `directory`."""
-    saved = {name: directory / f"{name}.json" for name in CONFIGURATIONS}
-    runs = {name: load(path) for name, path in saved.items() if path.exists()}
+def table(pieces: dict[str, dict]) -> str:
+    """The markdown table of the saved pieces, and notes on where they ran."""
     lines = [
         "| configuration | agent steps/s | without the test | ms per update | replay share |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name, figures in runs.items():
-        lines.append(
-            f"| {CONFIGURATIONS[name][0]} | {figures['steps_per_second']:,.0f} | "
-            f"{figures['steps_per_second_without_test']:,.0f} | {figures['ms_per_update']:.2f} | "
-            f"{100 * replay_share(figures):.1f} % |"
-        )
-    concurrent = sorted(directory.glob("concurrent_*.json"))
-    if concurrent:
-        rates = [load(path)["steps_per_second"] for path in concurrent]
+    for name in CONFIGURATIONS:
+        if name in pieces:
+            (figures,) = passes(pieces[name])
+            lines.append(
+                f"| {CONFIGURATIONS[name][0]} | {figures['steps_per_second']:,.0f} | "
+                f"{figures['steps_per_second_without_test']:,.0f} | "
+                f"{figures['ms_per_update']:.2f} | {100 * replay_share(figures):.1f} % |"
+            )
+    if CONCURRENT in pieces:
+        rates = [figures["steps_per_second"] for figures in passes(pieces[CONCURRENT])]
         lines.append(
             f"| {len(rates)} runs at once, each | {statistics.median(rates):,.0f} "
             f"(min {min(rates):,.0f}, max {max(rates):,.0f}; together {sum(rates):,.0f}) | | | |"
         )
-    devices = {figures["device"] for figures in runs.values()}
+    devices = {run["figures"]["device"] for record in pieces.values() for run in record["runs"]}
     notes = [f"device: {', '.join(sorted(devices))}"]
-    if {"exact", "uniform"} <= runs.keys():
-        overhead = runs["uniform"]["steps_per_second"] / runs["exact"]["steps_per_second"] - 1
+    notes += [f"{name}: --set {' '.join(r['set'])}" for name, r in pieces.items() if r["set"]]
+    if {"exact", "uniform"} <= pieces.keys():
+        exact, uniform = (passes(pieces[name])[0] for name in ("exact", "uniform"))
+        overhead = uniform["steps_per_second"] / exact["steps_per_second"] - 1
         notes.append(f"prioritized (proportional) over uniform: {100 * overhead:+.1f} % per step")
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
-    parser.add_argument("--out", type=Path, help="folder for each run's tables and figures")
-    parser.add_argument("--table", type=Path, metavar="DIR", help="only print DIR's table")
-    parser.add_argument("--only", nargs="+", choices=list(CONFIGURATIONS), help="these alone")
-    parser.add_argument("--concurrent", type=int, default=8, help="runs at once; 0: none")
+    parser.add_argument("--out", type=Path, help="folder for the pieces measured now")
+    parser.add_argument(
+        "--table", type=Path, nargs="+", metavar="SOURCE", help="only print the saved pieces"
+    )
+    parser.add_argument("--only", nargs="+", choices=PIECES, help="these pieces alone")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--concurrent", type=int, default=8, help="runs at once; 0: no piece")
+    parser.add_argument("--piece-seconds", type=float, default=480, help="a piece's limit")
     parser.add_argument("--device", default="cuda", help="agent.device (cpu: a dry run)")
     parser.add_argument("--capacity", type=int, default=1_000_000, help="replay.capacity")
     parser.add_argument("--steps", type=int, default=20_000, help="agent steps timed per run")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if (args.table is None) == (args.out is None):
-        parser.error("give either --out (measure) or --table (print saved figures)")
+        parser.error("give either --out (measure) or --table (print saved pieces)")
     if args.concurrent < 0:
         parser.error(f"--concurrent must be >= 0, got {args.concurrent}")
+    if any("=" not in override for override in args.set):
+        parser.error("--set takes KEY=VALUE")
     return args
 
 
-def main() -> None:
-    args = parse_args()
-    if args.table is None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        for name in args.only or CONFIGURATIONS:
-            run_configuration(args, name)
-        if args.concurrent:
-            run_concurrent(args)
-    print("\n" + table(args.table or args.out))
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.out is not None:
+        measure(args)
+    print("\n" + table(saved_pieces(args.table or [args.out])))
 
 
 if __name__ == "__main__":

@@ -13,8 +13,8 @@ short periodic test after the window, its playing time scaled to the config's ca
 `evaluation.worker=true`, the default, only what the training process pays: saving the
 agent for the worker, which plays on another core). No checkpoint is written
 (benchmarks/checkpoint.py times them). The ceiling: the same loop with a trivial network.
-On CUDA (and in pipelined mode) an update runs while the host goes on: "waiting for the
-update" is the time the host spent blocked on it; acting waits for its own action. `--sync`
+On CUDA an update runs while the host goes on: "waiting for the update" is the time the host
+spent blocked on it; acting waits for its own action. `--sync`
 adds `torch.cuda.synchronize()` around every timed call (serialized costs, and a slower
 loop). Prints tables, asserts nothing.
 """
@@ -42,9 +42,10 @@ from torch.utils.tensorboard import SummaryWriter
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import agents.double_dqn as double_dqn  # noqa: E402
 import agents.networks as networks  # noqa: E402
+import agents.updates as updates  # noqa: E402
 import evaluation.protocols as protocols  # noqa: E402
+from agents.devices import resolve_device  # noqa: E402
 from artifacts.run_directory import RunDirectory  # noqa: E402
 from envs.registry import environment_kind  # noqa: E402
 from train import build  # noqa: E402
@@ -60,7 +61,7 @@ BENCHMARK_OVERRIDES = ("train.learning_start_steps=1000", "train.epsilon_decay_s
 CPU_CAPACITY = 100_000  # the paper's 1M transitions are 7 GB: too much for a quick CPU look
 COMPONENTS = (  # (row, part of Components, its methods timed)
     ("env", "env", ("step", "reset", "noops_after_life_loss")),
-    ("act", "agent", ("explore",)),
+    ("act", "policy", ("act",)),
     ("replay add", "replay", ("add", "start_episode")),
     ("learn: replay.sample", "replay", ("sample",)),
     ("learn: agent.start_learning", "agent", ("start_learning",)),
@@ -160,7 +161,8 @@ def prefill(replay, count: int, num_actions: int) -> None:
 
 def instrument(training: Training, meter: Meter) -> None:
     for row, part, methods in COMPONENTS:
-        owner = double_dqn.PendingLearn if part == "pending" else getattr(training.parts, part)
+        owners = {"pending": updates.PendingLearn, "policy": training.parts.agent.policy}
+        owner = owners[part] if part in owners else getattr(training.parts, part)
         for method in methods:
             meter.wrap(owner, method, row)
     training.save_checkpoint = lambda: None  # the run's stop would write one
@@ -263,7 +265,7 @@ def compose_config(user: list[str]) -> tuple:
     overrides = [o for o in BENCHMARK_OVERRIDES if o.split("=", 1)[0] not in given] + user
     with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    if double_dqn.resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
+    if resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
         cfg.replay.capacity = CPU_CAPACITY
         overrides.append(f"replay.capacity={CPU_CAPACITY}")
     validate_config(cfg)
@@ -306,7 +308,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def device_description(cfg) -> str:
-    device = double_dqn.resolve_device(cfg.agent.device)
+    device = resolve_device(cfg.agent.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU"
     return f"{device} ({name}, {os.cpu_count()} CPU cores)"
 

@@ -23,7 +23,7 @@ from evaluation.protocols import (
 
 if typing.TYPE_CHECKING:
     from envs.registry import EnvironmentKind
-    from envs.start_state_file import StartStates
+    from evaluation.human_starts.start_state_file import StartStates
 
 # 30 minutes at 60 Hz: both of the paper's protocols cap an episode there (Appendix B.2.3).
 THIRTY_MINUTES_FRAMES = 108_000

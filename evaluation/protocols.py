@@ -23,8 +23,8 @@ import numpy as np
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env
-from envs.start_state_file import StartStates, restore_start
-from envs.trajectories import verify_start_states
+from evaluation.human_starts.start_state_file import StartStates, restore_start
+from evaluation.human_starts.verification import verify_start_states
 from evaluation.scores import normalized_score
 
 NOOP_EPSILON = 0.01  # Table 5, "Test", tuned Double DQN and both prioritized variants
@@ -32,7 +32,7 @@ HUMAN_STARTS_EPSILON = 0.001  # Table 5, "Human starts"
 
 
 class Policy(Protocol):
-    """What an evaluator needs from an agent (DoubleDQN is one)."""
+    """What an evaluator needs from an agent (`agents.policy.EpsilonGreedy` is one)."""
 
     history_length: int
 

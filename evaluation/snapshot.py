@@ -1,13 +1,15 @@
-"""An agent snapshot (the file format: `artifacts.snapshot`) rebuilt as an agent to evaluate."""
+"""An agent snapshot (the file format: `artifacts.snapshot`) rebuilt as the policy that plays
+it: the saved network, ε-greedy, without a learner or an optimizer."""
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
 import torch
 
-from agents.double_dqn import DoubleDQN, resolve_device
+from agents.devices import resolve_device
+from agents.networks import build_network
+from agents.policy import EpsilonGreedy
 from artifacts.snapshot import SnapshotInfo, read_snapshot
 
 
@@ -18,29 +20,27 @@ def frame_shape_of(payload: dict) -> tuple[int, ...]:
 
 
 def load_agent_snapshot(
-    path: str | os.PathLike, device: str | torch.device = "cpu"
-) -> tuple[DoubleDQN, SnapshotInfo]:
-    """Rebuild a DoubleDQN (online = target = the saved network; optimizer fresh and unused)
-    and the snapshot's metadata. ``device`` is a torch device or an `agent.device` setting
-    ('auto', 'cpu', 'cuda:N'). Acting needs an explicit ``rng`` (``act(..., rng=...)``); the
-    agent's own generator is a fixed dummy because a snapshot carries no training stream."""
+    path: str | os.PathLike, device: str | torch.device = "cpu", cuda_graphs: bool = False
+) -> tuple[EpsilonGreedy, SnapshotInfo]:
+    """The snapshot's network as an ε-greedy policy in eval mode, and its metadata. ``device``
+    is a torch device or an `agent.device` setting ('auto', 'cpu', 'cuda:N'); ``cuda_graphs``:
+    on CUDA, act through a captured forward pass once it has matched the eager one. The policy
+    has no random stream of its own (a snapshot carries none): ``act`` needs ``rng=``."""
     device = resolve_device(str(device))
     payload = read_snapshot(path, device)
-    agent = DoubleDQN(
-        payload["num_actions"],
-        rng=np.random.default_rng(0),
-        device=str(device),
-        history_length=payload["history_length"],
-        network=payload.get("network", "nature"),
-        frame_shape=frame_shape_of(payload),
-    )
+    num_actions, history_length = payload["num_actions"], payload["history_length"]
+    # The initial weights are overwritten at once: no generator of anyone's is drawn from.
+    with torch.random.fork_rng(devices=[]):
+        network = build_network(
+            payload.get("network", "nature"), num_actions, history_length, frame_shape_of(payload)
+        )
     try:
-        agent.online.load_state_dict(payload["online"])
+        network.load_state_dict(payload["online"])
     except RuntimeError as error:
         first = str(error).strip().splitlines()[0]
         raise ValueError(
             f"agent snapshot {path}: weights do not fit the network: {first}"
         ) from None
-    agent.sync_target()
-    agent.online.eval()
-    return agent, SnapshotInfo.of(path, payload)
+    network.to(device).eval().requires_grad_(False)
+    policy = EpsilonGreedy(network, device, num_actions, history_length, cuda_graphs=cuda_graphs)
+    return policy, SnapshotInfo.of(path, payload)

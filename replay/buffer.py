@@ -37,7 +37,7 @@ class Batch:
 
 
 class Learned(Protocol):
-    """What the learner returned for a batch (`agents.double_dqn.LearnStats`): the raw TD
+    """What the learner returned for a batch (`agents.updates.LearnStats`): the raw TD
     errors δ (B,), and the per-transition parameter-change norms (B,) where the priority
     signal reads them (None otherwise)."""
 

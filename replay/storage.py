@@ -93,6 +93,9 @@ class FrameStorage:
     that batches are gathered where the learner runs, with no per-update copy of the states
     (`gather_transitions` then fills a tensor on it). `frames` on the host stays the record
     that checkpoints copy; every write goes to both, and `load_state_dict` refreshes the copy.
+    Neither a write nor a gather makes the host wait for the device: a frame goes through a
+    page-locked buffer and is copied asynchronously, and a gather sends its slot indices and
+    zero mask in one asynchronous transfer (`_Staging`).
     """
 
     def __init__(self, capacity: int, history_length: int = 4, frame_shape=(84, 84), device=None):
@@ -106,11 +109,11 @@ class FrameStorage:
         self.frame_shape = tuple(frame_shape)
         self.frames = np.zeros((capacity, *self.frame_shape), dtype=np.uint8)
         self.device = None if device is None else torch.device(device)
-        self.device_frames = (
-            None
-            if device is None
-            else torch.zeros(self.frames.shape, dtype=torch.uint8, device=self.device)
-        )
+        self.device_frames = None
+        if self.device is not None:
+            self.device_frames = torch.zeros(self.frames.shape, dtype=torch.uint8, device=device)
+            self._frame_staging = _Staging(self.frame_shape, self.device)
+            self._request_staging = _Staging((0,), self.device)
         self.actions = np.zeros(capacity, dtype=np.int64)
         self.rewards = np.zeros(capacity, dtype=np.float32)
         self.terminals = np.zeros(capacity, dtype=np.float32)
@@ -160,7 +163,8 @@ class FrameStorage:
                 changes.left.append(slot)
         self.frames[self.cursor] = frame
         if self.device_frames is not None:
-            self.device_frames[self.cursor].copy_(torch.from_numpy(self.frames[self.cursor]))
+            self._frame_staging.fill()[...] = frame
+            self._frame_staging.send_to(self.device_frames[self.cursor])
         self.episode_starts[self.cursor] = episode_start
         self.cursor = (self.cursor + 1) % self.capacity
         self.frames_written += 1
@@ -215,9 +219,59 @@ class FrameStorage:
             np.take(self.frames, slots, axis=0, out=out)
             out[:, :-1][zeroed] = 0
             return out
-        index = torch.from_numpy(slots.reshape(-1)).to(self.device)
+        index, mask = self._send_request(slots, zeroed)
         torch.index_select(self.device_frames, 0, index, out=out.view(-1, *self.frame_shape))
         # masked_fill_, not boolean indexing: no device-to-host synchronization.
-        mask = torch.from_numpy(np.ascontiguousarray(zeroed[:, :, None, None])).to(self.device)
         out[:, :-1].masked_fill_(mask, 0)
         return out
+
+    def _send_request(self, slots: np.ndarray, zeroed: np.ndarray):
+        """The slot indices (int64) and the zero mask (one bool per frame but the newest of
+        each state) on the device, from one transfer of one byte buffer: the indices' bytes,
+        then the mask's. Returns them as device tensors, the mask shaped to broadcast over
+        `out[:, :-1]`."""
+        index_bytes = 8 * slots.size
+        if self._request_staging.host.numel() != index_bytes + zeroed.size:
+            self._request_staging = _Staging((index_bytes + zeroed.size,), self.device)
+        host = self._request_staging.fill()
+        host[:index_bytes].view(np.int64)[:] = slots.reshape(-1)
+        host[index_bytes:].view(np.bool_)[:] = zeroed.reshape(-1)
+        request = self._request_staging.send()
+        index = request[:index_bytes].view(torch.int64)
+        mask = request[index_bytes:].view(torch.bool)
+        return index, mask.view(*zeroed.shape, *(1,) * len(self.frame_shape))
+
+
+class _Staging:
+    """A host buffer of uint8 `shape`, page-locked for a CUDA device, from which copies to the
+    device run asynchronously. Invariant: `fill` hands the buffer out only once the previous
+    copy from it has finished (an event; it was issued a step or an update before, so the
+    host hardly ever waits). For a CPU device the buffer is plain memory and copies are
+    synchronous."""
+
+    def __init__(self, shape: tuple[int, ...], device: torch.device) -> None:
+        cuda = device.type == "cuda"
+        self.device = device
+        self.host = torch.empty(shape, dtype=torch.uint8, pin_memory=cuda)
+        self.on_device: torch.Tensor | None = None  # `send`'s destination, made on first use
+        self._copied = torch.cuda.Event() if cuda else None
+
+    def fill(self) -> np.ndarray:
+        """The host buffer to write the next values into."""
+        if self._copied is not None:
+            self._copied.synchronize()
+        return self.host.numpy()
+
+    def send(self) -> torch.Tensor:
+        """Start the copy into this buffer's device tensor and return that tensor."""
+        if self.on_device is None:
+            self.on_device = torch.empty_like(self.host, device=self.device)
+        return self.send_to(self.on_device)
+
+    def send_to(self, destination: torch.Tensor) -> torch.Tensor:
+        """Start the copy into `destination` (uint8, of the buffer's shape) on the current
+        stream, which orders it before everything issued there later."""
+        destination.copy_(self.host, non_blocking=True)
+        if self._copied is not None:
+            self._copied.record()
+        return destination

@@ -1,7 +1,8 @@
 """The process that plays the periodic tests beside training (`evaluation.worker: true`).
 
 Protocol, over two one-way pipes of pickled messages. The training process sends the settings
-first (env arguments, ε, frame budget, the evaluation generator, the device), then requests,
+first (env arguments, ε, frame budget, the evaluation generator, the device, whether to act
+through CUDA graphs), then requests,
 each the path of an agent snapshot (`artifacts.snapshot`) to test; the worker plays them
 strictly in the order sent and answers each, in that order, with `Played(result, rng_state)`
 (`rng_state`: the evaluation generator after the test, where the next test starts) or with
@@ -23,19 +24,22 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evaluation.protocols import EvaluationResult, evaluate_noop
+from evaluation.protocols import EvaluationResult, Policy, evaluate_noop
 from evaluation.snapshot import load_agent_snapshot
 
 # A fresh interpreter (a fork would inherit torch's thread pools and locks mid-use), started
 # with `subprocess` rather than multiprocessing's spawn: that one fails inside a joblib (loky)
 # sweep worker, whose start method a fresh interpreter does not know, and re-imports the
-# parent's __main__ (train.py, Hydra). SIGINT and SIGTERM are ignored from its first line on:
-# a Ctrl-C reaches the whole process group and a scheduler's SIGTERM every process of the job,
-# and the training process decides when the run stops.
+# parent's __main__ (train.py, Hydra). SIGINT, SIGTERM, SIGUSR1 and SIGUSR2 are ignored from
+# its first line on: a Ctrl-C reaches the whole process group, and a scheduler's SIGTERM and
+# its warning before a time limit or preemption (submitit's USR2) every process of the job; the
+# training process decides when the run stops.
 WORKER_COMMAND = (
     "import signal, sys; "
     "signal.signal(signal.SIGINT, signal.SIG_IGN); "
     "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    "signal.signal(signal.SIGUSR1, signal.SIG_IGN); "
+    "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
     "sys.path.insert(0, sys.argv[1]); "
     "from training.evaluation_worker import serve; "
     "serve(*map(int, sys.argv[2:]))"
@@ -63,21 +67,21 @@ class Failed:
 
 
 class _StoppablePolicy:
-    """The agent, as the evaluator sees it, except that acting after a stop request ends the
+    """A policy, as the evaluator sees it, except that acting after a stop request ends the
     test at once (a test at the paper's size takes minutes on a CPU)."""
 
-    def __init__(self, agent, stop_requested: Callable[[], bool]):
-        self.agent, self.stop_requested = agent, stop_requested
-        self.history_length = agent.history_length
+    def __init__(self, policy: Policy, stop_requested: Callable[[], bool]):
+        self.policy, self.stop_requested = policy, stop_requested
+        self.history_length = policy.history_length
 
     def act(self, state, epsilon, rng=None):
         if self.stop_requested():
             raise Interrupted
-        return self.agent.act(state, epsilon, rng)
+        return self.policy.act(state, epsilon, rng)
 
 
 def play_test(
-    agent,
+    policy: Policy,
     env_kwargs: dict,
     *,
     rng: np.random.Generator,
@@ -85,11 +89,11 @@ def play_test(
     frames: int,
     stop_requested: Callable[[], bool],
 ) -> EvaluationResult:
-    """The paper's test of `agent`: the one call the inline test and the worker both make, so
+    """The paper's test of `policy`: the one call the inline test and the worker both make, so
     both draw the same numbers from `rng`. A stop request raises Interrupted at the next
     action, `rng` part-way."""
     return evaluate_noop(
-        _StoppablePolicy(agent, stop_requested),
+        _StoppablePolicy(policy, stop_requested),
         env_kwargs,
         rng=rng,
         epsilon=epsilon,
@@ -99,8 +103,10 @@ def play_test(
 
 class EvaluationWorker:
     """A process playing the tests `submit`ted to it, on `device` with one torch thread: on
-    CPU its forward passes are the inline test's, bit for bit. It exits by itself when the
-    training process dies (at its next action, or when it waits for a request)."""
+    CPU its forward passes are the inline test's, bit for bit. On CUDA it acts through a
+    captured forward pass only with `cuda_graphs` (the run's `agent.cuda_graphs`), and then
+    only once the graph has matched the eager pass. It exits by itself when the training
+    process dies (at its next action, or when it waits for a request)."""
 
     def __init__(
         self,
@@ -110,6 +116,7 @@ class EvaluationWorker:
         frames: int,
         rng: np.random.Generator,
         device: str,
+        cuda_graphs: bool = False,
     ):
         request_end, requests = os.pipe()
         results, result_end = os.pipe()
@@ -130,7 +137,7 @@ class EvaluationWorker:
         self._requests = Connection(requests, readable=False)
         self._results = Connection(results, writable=False)
         self._outstanding: deque[int] = deque()  # steps sent and not answered, oldest first
-        self._send((env_kwargs, epsilon, frames, rng, device), step=None)
+        self._send((env_kwargs, epsilon, frames, rng, device, cuda_graphs), step=None)
 
     def submit(self, step: int, agent_file: Path) -> None:
         self._send(str(agent_file), step)
@@ -195,13 +202,13 @@ def serve(requests: int, results: int, parent: int) -> None:
         return os.getppid() != parent
 
     try:
-        env_kwargs, epsilon, frames, rng, device = requests.recv()
+        env_kwargs, epsilon, frames, rng, device, cuda_graphs = requests.recv()
         while True:
             agent_file = requests.recv()
             try:
-                agent, _ = load_agent_snapshot(agent_file, device)
+                policy, _ = load_agent_snapshot(agent_file, device, cuda_graphs)
                 result = play_test(
-                    agent,
+                    policy,
                     env_kwargs,
                     rng=rng,
                     epsilon=epsilon,

@@ -157,7 +157,7 @@ class Training:
 
     def _act_and_store(self) -> None:
         parts, t = self.parts, self.cfg.train
-        action = parts.agent.explore(parts.frame_stack.state, self.epsilon())
+        action = parts.agent.policy.act(parts.frame_stack.state, self.epsilon())
         frame, reward, terminated, truncated, info = parts.env.step(action)
         self.episode_return += reward
         clip = t.reward_clip
@@ -181,8 +181,8 @@ class Training:
         self.parts.replay.start_episode(frame)
 
     def _learn(self) -> None:
-        """One update, settled at once (Algorithm 1's order) or, in pipelined mode, at the next
-        update: the 4 steps between act with the copy the agent took when it started."""
+        """One update, settled at once (Algorithm 1's order) or, in pipelined mode (CUDA), at
+        the next update: the 4 steps between act with the copy the agent took when it started."""
         self._settle_learning()
         batch = self.parts.replay.sample(self.importance_exponent())
         self.learning = (self.step, batch, self.parts.agent.start_learning(batch))

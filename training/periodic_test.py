@@ -94,7 +94,7 @@ class PeriodicTest:
         cfg, rng_state = self.cfg, self.rng.bit_generator.state
         try:
             result = play_test(
-                agent,
+                agent.online_policy(),
                 vars(cfg.env),
                 rng=self.rng,
                 epsilon=cfg.evaluation.epsilon,
@@ -191,6 +191,7 @@ class PeriodicTest:
                 frames=self.cfg.evaluation.frames,
                 rng=self.rng,
                 device=str(agent.device),
+                cuda_graphs=agent.cuda_graphs,
             )
         self._worker.submit(step, self._agent_file(step))
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import torch
 
-from agents.double_dqn import LearnStats, PendingLearn
+from agents.updates import LearnStats, PendingLearn
 from envs.registry import DEFAULT_KIND
 from training.checkpoints import CheckpointError
 from training.plain_config import select

@@ -5,11 +5,16 @@ tolerance, not bits; a stale graph input, a race on a staging buffer or a missed
 would be far outside it, since every update here learns from a different batch."""
 
 import dataclasses
+import gc
+import weakref
 
 import numpy as np
 import pytest
 import torch
 from test_double_dqn import make_agent, random_batch
+
+from agents.acceleration import CapturedCall
+from agents.policy import EpsilonGreedy
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -24,7 +29,11 @@ def assert_parameters_close(first, second, tolerance) -> None:
         torch.testing.assert_close(a.detach().cpu(), b.detach().cpu(), **tolerance)
 
 
-def test_the_device_is_indexed_so_tensors_compare_equal_to_it():
+def greedy(policy: EpsilonGreedy) -> list[int]:
+    return [policy.act(state, 0.0) for state in PROBE]
+
+
+def test_the_cuda_device_is_indexed_so_tensors_compare_equal_to_it():
     agent = make_agent(device="cuda")
     assert agent.device.index is not None
     assert next(agent.online.parameters()).device == agent.device
@@ -41,18 +50,22 @@ def test_updates_on_cuda_follow_the_cpu_updates(graphs):
     assert_parameters_close(on_cpu.online, on_cuda.online, CLOSE)
 
 
-def test_the_captured_update_equals_the_eager_one():
-    captured = make_agent(seed=2, device="cuda")
-    eager = make_agent(seed=2, device="cuda", cuda_graphs=False)
-    for batch in BATCHES:  # 3 warm-ups, the capture, then replays with new inputs
+def test_the_captured_cuda_update_equals_the_eager_one_and_is_replayed(capsys):
+    captured = make_agent(seed=2, device="cuda", cuda_graphs=True)
+    eager = make_agent(seed=2, device="cuda")
+    for batch in BATCHES:  # 3 warm-ups, the capture and its check, then replays
         np.testing.assert_allclose(
             captured.learn(batch).td_errors, eager.learn(batch).td_errors, **SAME
         )
     assert_parameters_close(captured.online, eager.online, SAME)
+    assert captured.updates.update.enabled  # the check passed: no fallback
+    assert capsys.readouterr().err == ""
 
 
-def test_parameter_change_norms_are_captured_too():
-    captured = make_agent(seed=3, device="cuda", compute_parameter_change_norms=True)
+def test_parameter_change_norms_are_captured_on_cuda_too():
+    captured = make_agent(
+        seed=3, device="cuda", cuda_graphs=True, compute_parameter_change_norms=True
+    )
     on_cpu = make_agent(seed=3, compute_parameter_change_norms=True)
     for batch in BATCHES:
         norms, expected = captured.learn(batch), on_cpu.learn(batch)
@@ -61,48 +74,116 @@ def test_parameter_change_norms_are_captured_too():
         )
 
 
-def test_loading_a_state_dict_recaptures_the_update():
+def test_loading_a_state_dict_recaptures_the_cuda_update():
     """After `load_state_dict` the optimizer's state tensors are new ones: a graph captured
     before would go on updating the old ones."""
-    source = make_agent(seed=4, device="cuda")
-    loaded = make_agent(seed=5, device="cuda")
-    for batch in BATCHES[:4]:  # both past their capture
+    source = make_agent(seed=4, device="cuda", cuda_graphs=True)
+    loaded = make_agent(seed=5, device="cuda", cuda_graphs=True)
+    for batch in BATCHES[:5]:  # both past their capture
         source.learn(batch)
         loaded.learn(batch)
     loaded.load_state_dict(source.state_dict())
-    for batch in BATCHES[4:]:
+    for batch in BATCHES[5:]:
         np.testing.assert_allclose(
             loaded.learn(batch).td_errors, source.learn(batch).td_errors, **SAME
         )
     assert_parameters_close(loaded.online, source.online, SAME)
 
 
-def test_captured_acting_is_the_networks_argmax():
-    agent = make_agent(seed=6, device="cuda")
+def test_a_changed_learning_rate_is_not_ignored_by_the_cuda_graph():
+    captured = make_agent(seed=6, device="cuda", cuda_graphs=True)
+    eager = make_agent(seed=6, device="cuda")
+    for index, batch in enumerate(BATCHES + BATCHES):
+        if index == len(BATCHES):
+            for agent in (captured, eager):
+                agent.optimizer.param_groups[0]["lr"] *= 10
+        np.testing.assert_allclose(
+            captured.learn(batch).td_errors, eager.learn(batch).td_errors, **SAME
+        )
+    assert_parameters_close(captured.online, eager.online, SAME)
+
+
+@pytest.mark.parametrize("graphs", [True, False])
+def test_cuda_acting_is_the_networks_argmax(graphs):
+    agent = make_agent(seed=6, device="cuda", cuda_graphs=graphs)
     for batch in BATCHES[:4]:  # acting between updates sees each update's parameters
         agent.learn(batch)
         with torch.no_grad():
             q = agent.online(torch.from_numpy(PROBE).to(agent.device))
-        assert [agent.act(state, 0.0) for state in PROBE] == q.argmax(1).tolist()
+        assert greedy(agent.policy) == q.argmax(1).tolist()
 
 
-def test_pipelined_acting_uses_the_parameters_from_before_the_update_in_flight():
-    pipelined = make_agent(seed=7, device="cuda", pipelined=True)
+def test_pipelined_cuda_acting_uses_the_parameters_from_before_the_update_in_flight():
+    pipelined = make_agent(seed=7, device="cuda", pipelined=True, cuda_graphs=True)
     exact = make_agent(seed=7, device="cuda")
-    before = [exact.act(state, 0.0) for state in PROBE]
+    before = greedy(exact.policy)
     for batch in BATCHES:
         pending = pipelined.start_learning(batch)
-        assert [pipelined.explore(state, 0.0) for state in PROBE] == before
+        assert greedy(pipelined.policy) == before
         np.testing.assert_allclose(pending.result().td_errors, exact.learn(batch).td_errors, **SAME)
-        before = [exact.act(state, 0.0) for state in PROBE]
+        before = greedy(exact.policy)
+        assert greedy(pipelined.online_policy()) == before
     assert_parameters_close(pipelined.online, exact.online, SAME)
 
 
-def test_states_already_on_the_device_give_the_same_update():
-    from_host = make_agent(seed=8, device="cuda")
-    on_device = make_agent(seed=8, device="cuda")
+def test_a_pipelined_cuda_agents_state_dict_keeps_the_acting_copy():
+    agent, batch = make_agent(seed=2, device="cuda", pipelined=True), BATCHES[0]
+    agent.learn(batch)
+    agent.start_learning(batch)  # in flight: state_dict waits for it
+    state = agent.state_dict()
+    restored = make_agent(seed=3, device="cuda", pipelined=True)
+    restored.load_state_dict(state)
+    probe = torch.from_numpy(PROBE).to(agent.device)
+    behaviour = (agent.updates.behaviour, restored.updates.behaviour)
+    with torch.no_grad():
+        for first, second in ((agent.online, restored.online), behaviour):
+            assert torch.equal(first(probe), second(probe))
+        assert not torch.equal(agent.online(probe), agent.updates.behaviour(probe))
+    exact = make_agent(seed=3, device="cuda")
+    exact.load_state_dict(state)  # an exact agent ignores the copy
+    with torch.no_grad():
+        assert torch.equal(exact.online(probe), agent.online(probe))
+
+
+def test_states_already_on_the_cuda_device_give_the_same_update():
+    from_host = make_agent(seed=8, device="cuda", cuda_graphs=True)
+    on_device = make_agent(seed=8, device="cuda", cuda_graphs=True)
     for batch in BATCHES:
         expected = from_host.learn(batch)
         states = torch.from_numpy(batch.all_states).to(on_device.device)
         moved = dataclasses.replace(batch, all_states=states)
         np.testing.assert_allclose(on_device.learn(moved).td_errors, expected.td_errors, **SAME)
+
+
+def test_a_real_cuda_capture_that_fails_falls_back_to_the_eager_call(capsys):
+    """Reading a value on the host is forbidden while a stream is being captured: the call
+    warns once, stays eager, and leaves the caller's stream current."""
+    values = torch.arange(4.0, device="cuda")
+
+    def total_on_the_host(tensor):
+        return tensor * float(tensor.sum().item())
+
+    call = CapturedCall(total_on_the_host, name="a sum", enabled=True, device=values.device)
+    caller = torch.cuda.current_stream()
+    results = [call(values).tolist() for _ in range(5)]
+    assert results == [[0.0, 6.0, 12.0, 18.0]] * 5
+    assert not call.enabled
+    assert torch.cuda.current_stream() == caller  # not the failed capture's stream
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: the CUDA graph of a sum failed (")
+    assert line.endswith("): continuing without CUDA graphs")
+
+
+def test_a_cuda_learner_and_its_graphs_are_freed_on_del():
+    gc.collect()
+    gc.disable()
+    try:
+        agent = make_agent(seed=9, device="cuda", cuda_graphs=True, pipelined=True)
+        for batch in BATCHES:
+            agent.learn(batch)
+            greedy(agent.policy)
+        learner, network = weakref.ref(agent), weakref.ref(agent.online)
+        del agent
+        assert learner() is None and network() is None
+    finally:
+        gc.enable()

@@ -1,7 +1,10 @@
-"""DoubleDQN: exact Double-Q targets, weighted Huber loss and its gradient, acting,
-target sync, checkpoints, device resolution, host staging, and a learning sanity check."""
+"""DoubleDQN: exact Double-Q targets, weighted Huber loss and its gradient, target sync,
+checkpoints, device resolution, host staging, its release on `del`, and a learning sanity
+check."""
 
+import gc
 import io
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,9 +12,15 @@ import pytest
 import torch
 from torch import nn
 
-from agents import DoubleDQN, LearnStats, double_q_targets, resolve_device, weighted_huber_loss
+from agents import (
+    DoubleDQN,
+    LearnStats,
+    double_q_targets,
+    dqn_targets,
+    resolve_device,
+    weighted_huber_loss,
+)
 from agents.acceleration import PinnedStaging
-from agents.double_dqn import dqn_targets
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -151,50 +160,13 @@ def test_weighted_huber_loss_values_and_gradient():
     assert wider.item() == (1.125 + 0.5 * 0.28125 + 0.25 * 4.0 + 2 * 0.03125) / 4
 
 
-def test_act_with_epsilon_one_is_uniform_and_skips_the_network():
-    agent = make_agent(seed=3, num_actions=18)
-    agent.online = None  # any network call would fail
-    state = np.zeros((4, 84, 84), np.uint8)
-    counts = np.bincount([agent.act(state, 1.0) for _ in range(18_000)], minlength=18)
-    chi_square = ((counts - 1000) ** 2 / 1000).sum()
-    assert counts.min() > 0
-    assert chi_square < 40.79
-
-
-def test_act_with_epsilon_zero_is_greedy():
-    agent = make_agent(num_actions=3)
-    agent.online = LookupQ([[0, 1, 0], [0, 0, 2], [3, 1, 2]])
-    for state_id, best in enumerate([1, 2, 0]):
-        assert agent.act(np.full((4, 84, 84), state_id, np.uint8), 0.0) == best
-
-
-def test_act_greedy_with_the_real_network_is_its_argmax():
-    agent = make_agent(num_actions=6)
-    states = random_batch(4).all_states
-    with torch.no_grad():
-        expected = agent.online(torch.from_numpy(states)).argmax(1).tolist()
-    assert [agent.act(s, 0.0) for s in states] == expected
-
-
-def test_act_with_an_explicit_rng_leaves_the_agents_stream_alone():
-    agent, twin = make_agent(seed=5, num_actions=6), make_agent(seed=5, num_actions=6)
-    agent.online = twin.online = LookupQ([[0, 0, 0, 4, 0, 0]])
-    state = np.zeros((4, 84, 84), np.uint8)
-    evaluation_rng, replica = np.random.default_rng(9), np.random.default_rng(9)
-    actions = [agent.act(state, 0.5, rng=evaluation_rng) for _ in range(200)]
-    # The same draws made by hand: one uniform decides, a second picks the random action.
-    expected = [int(replica.integers(6)) if replica.random() < 0.5 else 3 for _ in range(200)]
-    assert actions == expected
-    assert 0 < actions.count(3) < 200
-    # The agent's own generator did not move: it still matches an untouched twin.
-    assert [agent.act(state, 0.5) for _ in range(50)] == [twin.act(state, 0.5) for _ in range(50)]
-
-
 def test_same_seed_gives_same_weights_and_actions_without_global_rng():
     torch_state, numpy_state = torch.get_rng_state(), np.random.get_state()[1].copy()
     first, second = make_agent(seed=11), make_agent(seed=11)
     states = random_batch(8).all_states
-    actions = [[agent.act(states[i % 16], 0.5) for i in range(40)] for agent in (first, second)]
+    actions = [
+        [agent.policy.act(states[i % 16], 0.5) for i in range(40)] for agent in (first, second)
+    ]
     assert actions[0] == actions[1]
     assert len(set(actions[0])) == 4
     for a, b in zip(first.online.parameters(), second.online.parameters(), strict=True):
@@ -322,45 +294,27 @@ def test_rmsprop_epsilon_gives_the_summed_loss_update_at_any_batch_size(batch_si
     assert agent.optimizer.param_groups[0]["epsilon"] == 0.01 / batch_size**2
 
 
-def test_pipelined_agent_acts_with_the_parameters_from_before_the_update_in_flight():
-    """While an update runs, `explore` uses the online network as it was when the update
-    started; the update itself is bit-identical to an exact agent's, and `act` waits for it."""
-    pipelined, exact = make_agent(seed=7, pipelined=True), make_agent(seed=7)
-    batch, probe = random_batch(seed=4), random_batch(batch_size=16, seed=9).all_states
-    with torch.no_grad():
-        before = pipelined.online(torch.from_numpy(probe)).argmax(1).tolist()
-    for _ in range(3):  # moves the online network away from its start
-        started_from = [p.clone() for p in exact.online.parameters()]
-        pending = pipelined.start_learning(batch)
-        assert [pipelined.explore(state, 0.0) for state in probe] == before
-        for copy, original in zip(pipelined.behaviour.parameters(), started_from, strict=True):
-            assert torch.equal(copy, original)
-        np.testing.assert_array_equal(pending.result().td_errors, exact.learn(batch).td_errors)
-        after = [exact.act(state, 0.0) for state in probe]
-        assert [pipelined.act(state, 0.0) for state in probe] == after
-        assert [pipelined.explore(state, 0.0) for state in probe] == before  # until the next
-        before = after
-    for a, b in zip(pipelined.online.parameters(), exact.online.parameters(), strict=True):
-        assert torch.equal(a, b)
-    assert not torch.equal(next(pipelined.online.parameters()), started_from[0])
+def test_a_pipelined_agent_on_cpu_is_refused_in_one_line():
+    """On a CPU acting and the update would compete for the same cores: pipelining is CUDA's."""
+    with pytest.raises(ValueError) as error:
+        make_agent(pipelined=True)
+    assert str(error.value) == "agent.pipelined=true needs agent.device=cuda"
 
 
-def test_pipelined_agent_state_dict_keeps_the_acting_copy():
-    agent, batch = make_agent(seed=2, pipelined=True), random_batch()
-    agent.learn(batch)
-    agent.start_learning(batch)  # in flight: state_dict waits for it
-    state = agent.state_dict()
-    restored = make_agent(seed=3, pipelined=True)
-    restored.load_state_dict(state)
-    probe = torch.from_numpy(random_batch(seed=5).all_states)
-    with torch.no_grad():
-        for net in ("online", "target", "behaviour"):
-            assert torch.equal(getattr(agent, net)(probe), getattr(restored, net)(probe))
-        assert not torch.equal(agent.online(probe), agent.behaviour(probe))
-    exact = make_agent(seed=3)
-    exact.load_state_dict(state)  # an exact agent ignores the copy
-    with torch.no_grad():
-        assert torch.equal(exact.online(probe), agent.online(probe))
+def test_a_learner_is_freed_as_soon_as_it_is_unreachable():
+    """No reference cycle (learner -> captured update -> learner): with the cyclic collector
+    off, `del` alone frees the learner, its networks and its optimizer."""
+    gc.collect()
+    gc.disable()
+    try:
+        agent = make_agent(seed=9)
+        agent.learn(random_batch())
+        agent.policy.act(random_batch().all_states[0], 0.0)
+        learner, network = weakref.ref(agent), weakref.ref(agent.online)
+        del agent
+        assert learner() is None and network() is None
+    finally:
+        gc.enable()
 
 
 def test_learn_takes_states_already_on_its_device():
@@ -417,7 +371,7 @@ def test_the_minatar_agent_learns_on_minatar_states():
     )
     losses = [agent.learn(batch).loss for _ in range(30)]
     assert losses[-1] < losses[0]
-    assert 0 <= agent.act(batch.states[0], epsilon=0.0) < 6
+    assert 0 <= agent.policy.act(batch.states[0], epsilon=0.0) < 6
     with pytest.raises(ValueError, match=r"batch\.all_states must be uint8 \(16, 1, 4, 10, 10\)"):
         agent.learn(random_batch())
 

@@ -195,7 +195,9 @@ def test_learn_returns_the_norms_of_its_own_update_when_asked():
         np.zeros(batch_size, dtype=np.float32),
         rng.uniform(0.2, 1.0, batch_size).astype(np.float32),
     )
-    before = copy.deepcopy(agent)
+    before = DoubleDQN(  # the agent as it was: the same seed
+        4, rng=np.random.default_rng(13), device="cpu", compute_parameter_change_norms=True
+    )
     stats = agent.learn(batch)
     td_errors = torch.from_numpy(stats.td_errors)
     with torch.no_grad():

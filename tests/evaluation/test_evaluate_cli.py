@@ -15,10 +15,10 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import evaluate
+import evaluation.human_starts.__main__ as start_state_tools
 from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import save_agent_snapshot
-from envs.trajectories import Trajectory, TrajectoryLog, save_trajectories
-from evaluation import start_states as start_state_tools
+from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, save_trajectories
 from evaluation.protocol_registry import PROTOCOLS
 from evaluation.protocols import EvaluationResult
 from evaluation.runs import RunSpec

@@ -15,19 +15,12 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import evaluate
+import evaluation.human_starts.__main__ as start_state_tools
 from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import save_agent_snapshot
-from evaluation import start_states as start_state_tools
 from evaluation.protocol_registry import PROTOCOLS
 from evaluation.protocols import evaluate_noop
-from evaluation.score_table import (
-    RAW_GAME_COLUMNS,
-    RunScore,
-    format_table,
-    game_rows,
-    normalizes,
-    summaries,
-)
+from reporting.score_table import RAW_GAME_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
 GAME = "breakout"
@@ -92,7 +85,7 @@ def test_the_episodes_protocol_reports_raw_scores_of_real_minatar_episodes(run, 
     env_kwargs = {**OmegaConf.to_container(OmegaConf.load(run / "config.yaml"))["env"]}
     stream = np.random.SeedSequence(3).spawn(1)[0]
     expected = evaluate_noop(
-        minatar_agent(), env_kwargs, rng=np.random.default_rng(stream), episodes=EPISODES
+        minatar_agent().policy, env_kwargs, rng=np.random.default_rng(stream), episodes=EPISODES
     )
     assert only["episode_scores"] == expected.scores.tolist()
     assert only["start_frames"] == [0] * EPISODES and (expected.episode_frames > 0).all()
@@ -228,55 +221,3 @@ def test_playing_trajectories_is_refused_for_a_minatar_run(run, tmp_path, capsys
         error
     )
     assert error.count("\n") == 1 and not out.exists()
-
-
-def score(game: str, env_kind: str, mean: float) -> RunScore:
-    return RunScore(
-        run=f"{game}-run",
-        game=game,
-        variant="uniform",
-        seed=0,
-        step=1,
-        frames=1,
-        episodes=2,
-        mean=mean,
-        std=0.5,
-        normalized=None,
-        partial=False,
-        env_kind=env_kind,
-    )
-
-
-@pytest.mark.parametrize(
-    ("protocol", "runs", "normalized"),
-    [
-        ("noop", [score("breakout", "minatar", 3.0)], False),  # no human reference
-        ("noop", [score("pong", "atari", -20.0), score("breakout", "minatar", 3.0)], False),
-        ("episodes", [score("pong", "atari", -20.0)], False),  # a raw-score protocol
-        ("noop", [score("pong", "atari", -20.0)], True),
-    ],
-)
-def test_the_score_table_normalizes_only_with_a_reference_and_human_reference_games(
-    protocol, runs, normalized
-):
-    """Even a protocol with a reference table (whose refusal evaluate.py does first) gets the
-    raw table for a game without human reference scores: no normalized or paper column."""
-    protocol = PROTOCOLS[protocol]
-    assert normalizes(protocol, runs) is normalized
-    rows = game_rows(runs, protocol)
-    table = format_table(
-        {"title": "t", "normalized": normalized, "paper_note": "paper: note"},
-        rows,
-        summaries(runs, rows, protocol, reps=10, seed=0),
-    )
-    assert ("normalized" in table and "paper" in table) is normalized
-    assert all(("normalized" in row) is normalized for row in rows)
-    if not normalized:
-        assert all(tuple(row) == RAW_GAME_COLUMNS for row in rows)
-        names = {"pong": "Pong", "breakout": "breakout"}  # Atari's display name, MinAtar's id
-        assert sorted(row["game"] for row in rows) == sorted(names[run.game] for run in runs)
-
-
-def test_minatar_games_keep_their_own_names():
-    (row,) = game_rows([score("space_invaders", "minatar", 1.0)], PROTOCOLS["episodes"])
-    assert (row["game"], row["game_id"]) == ("space_invaders", "space_invaders")

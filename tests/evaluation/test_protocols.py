@@ -4,18 +4,20 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 
-from agents.double_dqn import DoubleDQN
+from agents.policy import EpsilonGreedy
 from envs.atari import make_env
-from envs.start_state_file import restore_start
-from envs.trajectories import Trajectory, TrajectoryLog, replay_env, sample_start_states
+from evaluation.human_starts.sampling import sample_start_states
+from evaluation.human_starts.start_state_file import restore_start
+from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
 from evaluation.protocols import evaluate_human_starts, evaluate_noop
 
 NOOP, FRAME_SKIP = 0, 4
 
 
 class ScriptedPolicy:
-    """DoubleDQN's ε-greedy rule around a constant greedy action; records every call."""
+    """EpsilonGreedy's rule around a constant greedy action; records every call."""
 
     history_length = 4
 
@@ -31,14 +33,12 @@ class ScriptedPolicy:
 
 
 class CountingNetwork:
-    """Stands in for DoubleDQN.online: counts forward passes, always prefers action 0."""
+    """Stands in for a Q-network: counts forward passes, always prefers action 0."""
 
     def __init__(self, num_actions):
         self.num_actions, self.calls = num_actions, 0
 
     def __call__(self, frames):
-        import torch
-
         self.calls += 1
         return torch.zeros((frames.shape[0], self.num_actions))
 
@@ -93,9 +93,9 @@ def test_epsilon_is_passed_on_every_step_with_the_protocol_defaults():
 def test_a_real_agent_explores_with_probability_epsilon_using_the_evaluation_rng(
     epsilon, low, high
 ):
-    agent = DoubleDQN(6, rng=np.random.default_rng(0), device="cpu")
-    agent.online = CountingNetwork(6)
-    own_stream = agent._rng.bit_generator.state
+    network, own_rng = CountingNetwork(6), np.random.default_rng(0)
+    agent = EpsilonGreedy(network, torch.device("cpu"), 6, 4, rng=own_rng)
+    own_stream = own_rng.bit_generator.state
     result = evaluate_noop(
         agent,
         {"game": "pong", "max_episode_frames": 400},
@@ -104,8 +104,8 @@ def test_a_real_agent_explores_with_probability_epsilon_using_the_evaluation_rng
         episodes=1,
     )
     steps = -(-(400 - int(result.start_frames[0])) // FRAME_SKIP)
-    assert low <= agent.online.calls / steps <= high  # greedy steps use the network
-    assert agent._rng.bit_generator.state == own_stream  # training stream untouched
+    assert low <= network.calls / steps <= high  # greedy steps use the network
+    assert own_rng.bit_generator.state == own_stream  # training stream untouched
 
 
 def test_the_same_rng_seed_gives_the_same_evaluation():

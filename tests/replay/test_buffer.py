@@ -18,7 +18,7 @@ def frame(value: int) -> np.ndarray:
 
 
 def learned(td_errors, norms=None) -> SimpleNamespace:
-    """What the learner returns for a batch (agents.double_dqn.LearnStats)."""
+    """What the learner returns for a batch (agents.updates.LearnStats)."""
     return SimpleNamespace(
         td_errors=np.asarray(td_errors, dtype=np.float32), parameter_change_norms=norms
     )

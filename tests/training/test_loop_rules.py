@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import train
-from agents.double_dqn import LearnStats
+from agents.updates import LearnStats
 from training.checkpoints import CheckpointStore
 from training.loop import Components, LearningDiverged, StopRequest, Training
 

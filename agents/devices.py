@@ -1,0 +1,50 @@
+"""The device the agent runs on (`agent.device`), and the process-wide CUDA settings that the
+learner and a policy alone both need."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+_ALLOWED_DEVICES = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+
+
+def resolve_device(name: str) -> torch.device:
+    """Map the `agent.device` setting to a torch.device: 'auto' is cuda when available, else
+    cpu; a CUDA device always gets its index ('cuda' is the current one), since torch's
+    `cuda:0 == cuda` is False and tensors report the index. Raises a one-line ValueError for
+    unknown names and for CUDA without a usable GPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return torch.device("cpu")
+    match = re.fullmatch(r"cuda(?::(\d+))?", name)
+    if match is None:
+        raise ValueError(f"agent.device={name!r} is not one of {_ALLOWED_DEVICES}")
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if int(match.group(1) or 0) >= available:
+        raise ValueError(
+            f"agent.device={name!r} but {available} CUDA device(s) are available; "
+            f"use one of {_ALLOWED_DEVICES}"
+        )
+    index = match.group(1)
+    return torch.device("cuda", int(index) if index else torch.cuda.current_device())
+
+
+def use_device(device: torch.device) -> None:
+    """Prepare this process to compute on `device`; nothing to do for the CPU.
+
+    On CUDA: `device` becomes the current device, since streams, events and graph capture
+    without a device argument use the current one (cuda:N, N > 0, would otherwise synchronize
+    with cuda:0). cuDNN's TF32 convolutions are switched off: the paper's arithmetic is float32
+    and TF32 rounds inputs to 10-bit mantissas (matmuls stay float32 by default). cuDNN picks
+    its fastest kernels for the fixed shapes (`cudnn.benchmark`); it chooses them by timing, so
+    two processes (the trainer and the evaluation worker, or two runs) may pick different
+    kernels and their results then differ by float rounding.
+    """
+    if device.type != "cuda":
+        return
+    torch.cuda.set_device(device)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False

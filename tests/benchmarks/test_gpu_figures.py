@@ -1,0 +1,100 @@
+"""benchmarks/gpu_figures.py in pieces, with a stand-in for benchmarks/throughput.py: one file
+per piece, overrides passed through, a piece stopped (with what it started) at its time limit,
+and one table merged from pieces saved on different leases."""
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("gpu_figures", ROOT / "benchmarks" / "gpu_figures.py")
+gpu_figures = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(gpu_figures)
+
+# Writes the figures benchmarks/throughput.py would, from its overrides: 1,000 agent steps/s
+# with proportional replay, 1,100 with uniform, plus the seed (the concurrent runs differ).
+STAND_IN = """
+import json, sys
+overrides = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a and not a.startswith("--"))
+path = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--json="))
+rate = (1100.0 if overrides["replay"] == "uniform" else 1000.0) + int(overrides["seed"])
+rows = {"replay add": 10.0, "learn: replay.sample": 20.0, "learn: update_priorities": 10.0}
+figures = {"steps_per_second": rate, "steps_per_second_without_test": rate + 50,
+           "ms_per_update": 2.5, "us_per_step": rows, "total_us_per_step": 1e6 / rate}
+record = {"device": "cuda:0 (stand-in)", "overrides": sys.argv[1:],
+          "passes": {"nature": figures}}
+open(path, "w").write(json.dumps(record))
+print("tables of", " ".join(sys.argv[1:]))
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch) -> Path:
+    script = tmp_path / "throughput.py"
+    script.write_text(STAND_IN)
+    monkeypatch.setattr(gpu_figures, "THROUGHPUT", script)
+    return script
+
+
+def test_set_replaces_a_configurations_value_and_adds_new_keys():
+    args = gpu_figures.parse_args(
+        ["--out", "x", "--set", "agent.pipelined=false", "--set", "agent.cuda_graphs=true"]
+    )
+    assert gpu_figures.overrides_of(args, "pipelined", 3) == [
+        "replay=proportional",
+        "agent.device=cuda",
+        "replay.capacity=1000000",
+        "seed=3",
+        "agent.pipelined=false",
+        "agent.cuda_graphs=true",
+    ]
+
+
+def test_each_piece_is_one_file_and_the_table_merges_pieces_from_two_leases(
+    stand_in, tmp_path, capsys
+):
+    first, second = tmp_path / "lease1", tmp_path / "lease2"
+    gpu_figures.main(["--out", str(first), "--only", "exact"])
+    gpu_figures.main(
+        ["--out", str(second), "--only", "uniform", "concurrent", "--concurrent", "3"]
+        + ["--set", "agent.cuda_graphs=true"]
+    )
+    assert sorted(p.name for p in first.iterdir()) == ["exact.json"]
+    assert sorted(p.name for p in second.iterdir()) == ["concurrent.json", "uniform.json"]
+    concurrent = json.loads((second / "concurrent.json").read_text())
+    assert len(concurrent["runs"]) == 3 and concurrent["set"] == ["agent.cuda_graphs=true"]
+    assert all("agent.cuda_graphs=true" in command for command in concurrent["commands"])
+    capsys.readouterr()
+    gpu_figures.main(["--table", str(first), str(second)])
+    printed = capsys.readouterr().out
+    assert "| the paper's config | 1,000 | 1,050 | 2.50 | 4.0 % |" in printed
+    assert "| uniform replay | 1,100 | 1,150 | 2.50 | 4.4 % |" in printed
+    assert "| 3 runs at once, each | 1,001 (min 1,000, max 1,002; together 3,003) |" in printed
+    assert "prioritized (proportional) over uniform: +10.0 % per step" in printed
+    assert "uniform: --set agent.cuda_graphs=true" in printed
+
+
+def test_a_piece_past_its_time_limit_is_stopped_and_saves_nothing(stand_in, tmp_path):
+    marker, child = tmp_path / "child_survived", tmp_path / "child.py"
+    child.write_text(f"import time\ntime.sleep(3)\nopen({str(marker)!r}, 'w')\n")
+    stand_in.write_text(
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, {str(child)!r}])\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as stopped:
+        gpu_figures.main(
+            ["--out", str(tmp_path / "out"), "--only", "uniform"] + ["--piece-seconds", "1"]
+        )
+    assert time.monotonic() - started < 20
+    assert str(stopped.value) == (
+        "error: piece uniform ran past --piece-seconds=1 and was stopped; give fewer --steps "
+        "or a smaller --capacity"
+    )
+    assert list((tmp_path / "out").iterdir()) == []
+    time.sleep(4)
+    assert not marker.exists()  # what the run started was stopped with it
