@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
 from envs.frame_stack import FrameStack
-from envs.registry import build_env, environment_kind
+from envs.registry import build_env
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import build_sampler, build_storage
@@ -31,7 +31,7 @@ from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
 from training.run_config import (
-    check_run_directory,
+    check_run,
     record_run_config,
     remove_created_directories,
     run_config,
@@ -44,7 +44,6 @@ from training.run_guard import (
     torch_threads,
 )
 from training.run_state import check_resumable, threads_run_with
-from training.validation import validate_config
 
 # `hydra.run.dir` is the resumed run's directory when `resume` is set.
 OmegaConf.register_new_resolver(
@@ -104,17 +103,17 @@ def _fail(error: Exception, status: int) -> NoReturn:
 
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore, dict | None]:
     """Lock the run directory, settle and check the config, read the checkpoint to resume
-    from; bad input ends here with one line and status 2, before anything is allocated."""
+    from; bad input ends here with one line and status 2, before anything is allocated.
+    Returns None for a finished run (said on stderr; nothing changes)."""
     try:
         lock_run_directory(run_dir)
     except RunDirectoryError as error:
         _fail(error, 2)  # another process owns the directory: leave it alone
     try:
         cfg = run_config(cfg)
-        validate_config(cfg)
-        # The game is resolved once: the stored config and everything after use its id.
-        cfg.env.game = environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
-        check_run_directory(run_dir, cfg)
+        if check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay")):
+            print(f"run {run_dir} is finished: nothing to do", file=sys.stderr)
+            return None
         checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
         if checkpoint is not None:
@@ -141,7 +140,10 @@ def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: Checkpoi
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    cfg, checkpoints, checkpoint = prepare(cfg, run_dir)
+    prepared = prepare(cfg, run_dir)
+    if prepared is None:  # returning, not exiting: a sweep goes on with its next job
+        return
+    cfg, checkpoints, checkpoint = prepared
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
     torch.set_num_threads(torch_threads(cfg.threads, threads_run_with(checkpoint)))

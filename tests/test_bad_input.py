@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from replay.registry import SAMPLERS
 from training.checkpoints import CheckpointStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +29,8 @@ RUN = [  # a finished 12-step run with checkpoints at steps 10 and 12
     "train.log_period_steps=5",
 ]
 NEW = "{tmp}/new/run"  # a run directory that must not come to exist
+CORES = len(os.sched_getaffinity(0))
+PRESETS = sorted(path.stem for path in (ROOT / "configs" / "replay").glob("*.yaml"))
 
 # id: (command-line arguments, the one line expected on stderr); {tmp} is the case's directory,
 # {run} an existing run directory, {state} its newest state file.
@@ -75,11 +78,44 @@ CASES = {
         "env.noop_max is not a setting; env has: difficulty_ramping, frame_skip, game, kind, "
         "max_episode_frames, repeat_action_probability",
     ),
+    "threads beyond the cores": (
+        ["threads=100000", f"hydra.run.dir={NEW}"],
+        f"threads=100000 is not allowed: must be auto or an integer from 1 to {CORES} (the "
+        "cores this process may use)",
+    ),
+    "a seed beyond 64 bits": (
+        ["seed=99999999999999999999999", f"hydra.run.dir={NEW}"],
+        "seed=99999999999999999999999 is not allowed: must be an integer from 0 to "
+        "9223372036854775807",
+    ),
+    "a falling beta schedule": (
+        [
+            "replay=proportional",
+            "replay.importance_exponent=0.9",
+            "replay.importance_exponent_final=0.1",
+            f"hydra.run.dir={NEW}",
+        ],
+        "replay.importance_exponent_final=0.1 is not allowed: must be at least "
+        "replay.importance_exponent (β rises to it) and at most 1",
+    ),
+    "a replay kind without its group": (
+        ["replay.kind=proportional", f"hydra.run.dir={NEW}"],
+        "replay.kind=proportional is not allowed with replay=uniform: choose the sampler and its "
+        "settings together with replay=proportional",
+    ),
+    "a deleted config group": (
+        ["~replay", f"hydra.run.dir={NEW}"],
+        f"the config has no replay section: choose one with replay={'|'.join(PRESETS)}",
+    ),
     "the misspelt key Hydra suggests adding": (
         ["+replay.capcity=5", f"hydra.run.dir={NEW}"],
         "replay.capcity is not a setting; replay has: capacity, device, eviction, "
         "importance_exponent, importance_exponent_final, importance_exponent_final_step, kind, "
         "priority_epsilon, priority_signal, weight_normalization",
+    ),
+    "pipelined on the CPU": (
+        ["agent.pipelined=true", "agent.device=cpu", f"hydra.run.dir={NEW}"],
+        "agent.pipelined=true needs agent.device=cuda",
     ),
     "replay frames on a device the learner is not on": (
         ["replay.device=cuda", "agent.device=cpu", f"hydra.run.dir={NEW}"],
@@ -101,7 +137,7 @@ CASES = {
     ),
     "unknown replay kind": (
         ["replay.kind=sorted", f"hydra.run.dir={NEW}"],
-        "replay.kind=sorted is not allowed: must be one of uniform, proportional, rank_based",
+        f"replay.kind=sorted is not allowed: must be one of {', '.join(SAMPLERS)}",
     ),
     "unknown game": (
         ["env.game=pongg", f"hydra.run.dir={NEW}"],
@@ -121,6 +157,11 @@ CASES = {
     "total steps a float": (
         ["train.total_steps=1e6", f"hydra.run.dir={NEW}"],
         "train.total_steps=1000000.0 is not allowed: must be a positive integer",
+    ),
+    "a bad job in a sweep, before its first job starts": (
+        ["-m", *RUN, "replay.priority_signal=td_error,bogus", "hydra.sweep.dir={tmp}/new/sweep"],
+        "job 1 (replay.priority_signal=bogus): replay.priority_signal=bogus is not allowed: must "
+        "be one of td_error, td_error_change, parameter_change, huber_loss",
     ),
     "run directory that is a file": (
         ["hydra.run.dir={tmp}/a_file"],
@@ -292,8 +333,9 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(outcomes, case):
     [
         (
             "replay=sorted",
-            "In 'config': Could not find 'replay/sorted'\n\nAvailable options in 'replay':\n"
-            "\tproportional\n\trank_based\n\tuniform\n",
+            "In 'config': Could not find 'replay/sorted'\n\nAvailable options in 'replay':\n".join(
+                f"\t{preset}\n" for preset in PRESETS
+            ),
         ),
         (
             "replay.capcity=5",
@@ -320,3 +362,29 @@ def test_a_replay_beyond_the_machines_memory_is_refused_before_anything_exists(t
     )
     assert result.stderr.count("\n") == 1
     assert not (tmp_path / "new").exists()
+
+
+def test_a_deleted_group_with_the_default_run_directory_is_one_line_and_leaves_nothing(tmp_path):
+    """The default run directory names the replay kind: without one it must still resolve."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "~replay"],
+        cwd=tmp_path,
+        env=ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"error: the config has no replay section: choose one with replay={'|'.join(PRESETS)}\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resuming_a_finished_run_says_so_and_changes_nothing(tmp_path):
+    run = tmp_path / "run"
+    assert train(*RUN, f"hydra.run.dir={run}").returncode == 0
+    before = snapshot(tmp_path)
+    result = train(f"resume={run}")
+    assert (result.returncode, result.stderr) == (0, f"run {run} is finished: nothing to do\n")
+    assert snapshot(tmp_path) == before

@@ -20,7 +20,11 @@ Invariants that make it crash-safe:
   file that used it was deleted, and its sidecar is removed before the first byte changes.
 - a copy is only synced incrementally when it is known to hold this run's history (it belongs
   to a state file present when the store was opened, or this process synced it); any other
-  copy is rewritten in full, since it may hold a timeline that was abandoned.
+  copy is rewritten in full, since it may hold a timeline that was abandoned;
+- after a sync the copy equals the live frames, so the sidecar also records a CRC-32 of every
+  chunk of `chunk_slots` slots, recomputed from memory for the chunks the sync wrote (beside
+  the writes, in a thread: zlib releases the GIL) and checked as the copy is read back, so
+  bytes changed on disk are refused rather than trained on.
 So whatever moment a process is killed at, or a write fails at, every state file still present
 either loads with its exact frames or is detected as unusable. With `keep` >= 2 one complete
 checkpoint always survives a failed save; with `keep` = 1 the old one is gone before the new
@@ -31,6 +35,8 @@ import json
 import os
 import re
 import zipfile
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +45,7 @@ import torch
 from artifacts.atomic import CHUNK_BYTES, fsync_directory, torch_bytes, write_all, write_atomically
 from artifacts.header import Header
 
+CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames covered by one CRC-32 (whole slots)
 CHECKPOINT = Header("per-atari-checkpoint", 1, "checkpoint")
 STATE_FILE = re.compile(r"state-(\d{12})-frames(\d+)\.pt")
 
@@ -121,11 +128,17 @@ class CheckpointStore:
     def _sidecar_path(self, copy: int) -> Path:
         return self.directory / f"frames-{copy}.json"
 
-    def _synced_count(self, copy: int) -> int | None:
+    def _sidecar(self, copy: int) -> dict:
+        """The copy's record: `frames_written` (absent: the copy is not known to be complete),
+        `chunk_slots` and `crc32`, one per chunk (absent in copies written before checksums)."""
         try:
-            return json.loads(self._sidecar_path(copy).read_text())["frames_written"]
-        except (OSError, ValueError, KeyError):
-            return None
+            sidecar = json.loads(self._sidecar_path(copy).read_text())
+        except (OSError, ValueError):
+            return {}
+        return sidecar if isinstance(sidecar, dict) else {}
+
+    def _synced_count(self, copy: int) -> int | None:
+        return self._sidecar(copy).get("frames_written")
 
     def save(self, step: int, state: dict, frames: np.ndarray, frames_written: int) -> Path:
         """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count.
@@ -173,7 +186,8 @@ class CheckpointStore:
         self, copy: int, frames: np.ndarray, frames_written: int, incremental: bool
     ) -> None:
         capacity = len(frames)
-        synced = self._synced_count(copy) if incremental else None
+        sidecar = self._sidecar(copy) if incremental else {}
+        synced = sidecar.get("frames_written")
         self._sidecar_path(copy).unlink(missing_ok=True)
         fsync_directory(self.directory)
         full = synced is None or not 0 <= frames_written - synced < capacity
@@ -187,18 +201,31 @@ class CheckpointStore:
                 [(0, end - capacity)] if end > capacity else []
             )
         slot_bytes = frames[0].nbytes
+        chunk_slots = max(1, CHECKSUM_CHUNK_BYTES // slot_bytes)
+        checksums = sidecar.get("crc32") if sidecar.get("chunk_slots") == chunk_slots else None
+        if full or checksums is None:  # every chunk (slots never written are zeros in both)
+            checksums, stale = [0] * -(-capacity // chunk_slots), [(0, capacity)]
+        else:
+            stale = ranges
+        chunks = sorted(
+            {c for a, b in stale for c in range(a // chunk_slots, -(-b // chunk_slots))}
+        )
         descriptor = os.open(self._frames_path(copy), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            if full:
-                os.ftruncate(descriptor, 0)
-            os.ftruncate(descriptor, frames.nbytes)
-            for first, last in ranges:
-                write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)
-            os.fsync(descriptor)
+            with ThreadPoolExecutor(1) as hashing:
+                hashed = hashing.submit(_chunk_checksums, frames, chunks, chunk_slots)
+                if full:
+                    os.ftruncate(descriptor, 0)
+                os.ftruncate(descriptor, frames.nbytes)
+                for first, last in ranges:
+                    write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)
+                os.fsync(descriptor)
+                for chunk, checksum in zip(chunks, hashed.result(), strict=True):
+                    checksums[chunk] = checksum
         finally:
             os.close(descriptor)
-        sidecar = json.dumps({"frames_written": frames_written}).encode()
-        write_atomically(self._sidecar_path(copy), sidecar)
+        record = {"frames_written": frames_written, "chunk_slots": chunk_slots, "crc32": checksums}
+        write_atomically(self._sidecar_path(copy), json.dumps(record).encode())
 
     def _read(self, path: Path) -> dict:
         try:
@@ -246,12 +273,34 @@ class CheckpointStore:
                 f"{tuple(payload['frames_shape'])}; the configured replay has {frames_out.shape}"
             )
         path = self._frames_path(payload["frames_copy"])
+        sidecar = self._sidecar(payload["frames_copy"])
+        chunk_bytes = sidecar.get("chunk_slots", 0) * frames_out[0].nbytes or CHECKSUM_CHUNK_BYTES
+        expected = sidecar.get("crc32")  # None: a copy from before checksums, read unchecked
         try:
             with open(path, "rb") as file:
                 view = memoryview(frames_out.reshape(-1))
-                for offset in range(0, len(view), CHUNK_BYTES):
-                    chunk = view[offset : offset + CHUNK_BYTES]
+                for index, offset in enumerate(range(0, len(view), chunk_bytes)):
+                    chunk = view[offset : offset + chunk_bytes]
                     if file.readinto(chunk) != len(chunk):
                         raise CheckpointError(f"replay frames {path} are truncated")
+                    if expected is not None and zlib.crc32(chunk) != expected[index]:
+                        raise CheckpointError(
+                            f"checkpoint {payload['path']}: its replay frames {path.name} were "
+                            f"changed on disk (bytes {offset}-{offset + len(chunk) - 1} fail "
+                            "their checksum); delete it to resume from the one before"
+                        )
         except OSError as error:
             raise CheckpointError(f"replay frames {path} cannot be read: {error}") from None
+
+
+def _chunks_of(ranges: list[tuple[int, int]], chunk_slots: int) -> list[int]:
+    """The chunks of `chunk_slots` slots that the slot ranges [first, last) touch."""
+    return sorted({c for a, b in ranges for c in range(a // chunk_slots, -(-b // chunk_slots))})
+
+
+def _chunk_checksums(frames: np.ndarray, chunks: list[int], chunk_slots: int) -> list[int]:
+    """CRC-32 of each chunk of `chunk_slots` slots of `frames` (the last one may be shorter)."""
+    return [
+        zlib.crc32(memoryview(frames[c * chunk_slots : (c + 1) * chunk_slots].reshape(-1)))
+        for c in chunks
+    ]

@@ -1,8 +1,9 @@
 """The config a run runs with, and its record in the run directory (Hydra's side of train.py).
 
-A resumed run keeps its stored config; a new run in an existing directory must have the
-same one; config.yaml is written only once the run is built, so a command that fails leaves no
-record of a run that never started.
+A resumed run keeps its stored config, except the settings in `CHANGEABLE_ON_RESUME`; a new
+run in an existing directory must have the same one, with the same exception; config.yaml is
+written only once the run is built, so a command that fails leaves no record of a run that
+never started, and it keeps the values the run started with.
 """
 
 import time
@@ -14,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from artifacts.atomic import write_atomically
 from artifacts.run_directory import RunDirectory
 from envs.registry import environment_kind
+from training.checkpoints import CheckpointStore
 from training.run_guard import RunDirectoryError
+from training.validation import check_disk, check_replay_group, validate_config
 
 # Hydra creates the run directory before `main` runs; see `remove_created_directories`.
 _STARTED_NS = time.time_ns()
@@ -34,6 +37,11 @@ ADDED_SETTINGS = {
     "agent.optimizer": "deepmind_rmsprop",
     "replay.importance_exponent_final_step": None,
 }
+
+
+# Settings a resumed run may change, as they change no result beyond float rounding: a requeued
+# job that lands on a GPU where CUDA graphs fail can go on without them.
+CHANGEABLE_ON_RESUME = ("agent.cuda_graphs",)
 
 
 def load_stored_config(path: Path) -> DictConfig:
@@ -63,6 +71,8 @@ def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:
     existing = OmegaConf.to_container(load_stored_config(path))
     existing.pop("resume", None)
     differences = _differences(existing, _record(cfg))
+    for key in CHANGEABLE_ON_RESUME:
+        differences.pop(key, None)
     if differences:
         key, (there, here) = next(iter(differences.items()))
         raise RunDirectoryError(
@@ -102,6 +112,9 @@ def run_config(cfg: DictConfig) -> DictConfig:
         key = override.split("=", 1)[0].lstrip("+~")
         if key == "resume" or key.startswith("hydra"):
             continue
+        if key in CHANGEABLE_ON_RESUME:
+            OmegaConf.update(stored, key, OmegaConf.select(cfg, key))
+            continue
         there, here = (_plain(OmegaConf.select(c, key)) for c in (stored, cfg))
         if there != here:
             raise RunDirectoryError(
@@ -133,3 +146,25 @@ def remove_created_directories(run_dir: Path) -> None:
         except OSError:
             return
         directory = directory.parent
+
+
+def check_run(cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True):
+    """Every check of a run's config before anything is built, in train.py and, for each job,
+    before a sweep starts: the settings, the game (resolved to its id in `cfg`), the run
+    directory, the replay group of a fresh run, and, for a run that will run on this machine
+    and is not finished, the disk its checkpoints need. Returns whether the run is finished
+    (its final snapshot written at its last step): resuming it would only rewrite its
+    results. A refusal is a one-line ValueError."""
+    validate_config(cfg, this_machine)
+    # The game is resolved once: the stored config and everything after use its id.
+    cfg.env.game = environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
+    check_run_directory(run_dir, cfg)
+    if cfg.resume is None:
+        check_replay_group(cfg, replay_group)
+    run = RunDirectory(run_dir)
+    done = run.final_snapshot.is_file() and CheckpointStore(run.checkpoints).latest_step() == (
+        cfg.train.total_steps
+    )
+    if this_machine and not done:
+        check_disk(cfg, run.checkpoints)
+    return done

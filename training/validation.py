@@ -3,6 +3,7 @@ allowed, raised before anything is allocated or written."""
 
 import math
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,9 +11,10 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from agents.double_dqn import TARGET_RULES, resolve_device
+from agents.devices import resolve_device
 from agents.networks import NETWORKS, build_network
 from agents.optimizer import OPTIMIZERS
+from agents.targets import TARGET_RULES
 from envs.registry import environment_kind
 from replay.buffer import memory_bytes
 from replay.priorities import WEIGHT_NORMALIZATIONS
@@ -31,10 +33,11 @@ POSITIVE_INTEGERS = (
     "checkpoint.every_steps",
     "agent.history_length",
 )
-NON_NEGATIVE_INTEGERS = (
-    "seed",
-    "train.epsilon_decay_steps",
-)
+NON_NEGATIVE_INTEGERS = ("train.epsilon_decay_steps",)
+SEED_LIMIT = 2**63  # torch's and numpy's seeds are signed 64-bit integers
+SECTIONS = ("env", "agent", "replay", "train", "evaluation", "checkpoint")
+MACHINE_KEYS = ("threads", "replay.device")  # allowed values depend on the machine's cores, GPUs
+
 FRACTIONS = (
     "train.epsilon_start",
     "train.epsilon_final",
@@ -69,6 +72,10 @@ def _fraction(value) -> bool:
     return _number(value) and 0 <= value <= 1
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
 def _positive_number(value) -> bool:
     return _number(value) and value > 0
 
@@ -95,6 +102,13 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
     rules += [(key, "an integer >= 0", _non_negative_integer) for key in NON_NEGATIVE_INTEGERS]
     rules += [(key, "in [0, 1]", _fraction) for key in FRACTIONS]
     rules += [(key, "a number > 0", _positive_number) for key in POSITIVE_NUMBERS]
+    rules.append(
+        (
+            "replay.importance_exponent_final",
+            "at least replay.importance_exponent (β rises to it) and at most 1",
+            lambda v: v >= cfg.replay.importance_exponent,
+        )
+    )
     rules += [
         (
             "replay.capacity",
@@ -127,7 +141,16 @@ def _rules(cfg: DictConfig) -> list[tuple[str, str, Callable[[object], bool]]]:
         ("agent.optimizer", f"one of {', '.join(OPTIMIZERS)}", lambda v: v in OPTIMIZERS),
         ("train.reward_clip", "null (no clipping) or a number > 0", _none_or(_positive_number)),
         ("env.game", "a game name", lambda v: isinstance(v, str)),
-        ("threads", "auto or a positive integer", lambda v: v == "auto" or _positive_integer(v)),
+        (
+            "threads",
+            f"auto or an integer from 1 to {_cores()} (the cores this process may use)",
+            lambda v: v == "auto" or _positive_integer(v) and v <= _cores(),
+        ),
+        (
+            "seed",
+            f"an integer from 0 to {SEED_LIMIT - 1}",
+            lambda v: _integer(v) and 0 <= v < SEED_LIMIT,
+        ),
         ("agent.device", "a device name", lambda v: isinstance(v, str)),
         ("agent.pipelined", "true or false", lambda v: isinstance(v, bool)),
         ("agent.cuda_graphs", "true or false", lambda v: isinstance(v, bool)),
@@ -221,17 +244,41 @@ def available_memory_bytes() -> int:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def _check_memory(cfg: DictConfig) -> None:
+def replay_bytes(cfg: DictConfig) -> int:
+    """What a full replay of the config occupies in memory, and about what a checkpoint of
+    it occupies on disk (its frames, and the per-slot arrays in the state file)."""
     # Runs stored before `replay.eviction` existed forget first in, first out.
     storage = storage_class(cfg.replay.get("eviction", "fifo"))
     frames_per_slot = storage.frames_per_slot(cfg.agent.history_length)
     frame_shape = environment_kind(cfg.env.get("kind")).frame_shape(cfg.env)
-    needed = memory_bytes(cfg.replay.capacity, frame_shape, frames_per_slot)
-    available = available_memory_bytes()
+    return memory_bytes(cfg.replay.capacity, frame_shape, frames_per_slot)
+
+
+def _check_memory(cfg: DictConfig) -> None:
+    needed, available = replay_bytes(cfg), available_memory_bytes()
     if needed > available:
         raise ValueError(
             f"replay.capacity={cfg.replay.capacity} is not allowed: a full replay needs "
             f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
+        )
+
+
+def check_disk(cfg: DictConfig, checkpoints: Path) -> None:
+    """The run's `checkpoint.keep` checkpoints must fit on the disk of `checkpoints` (beside
+    what its checkpoints already occupy, which they overwrite), before the first of them
+    is due."""
+    existing = sum(p.stat().st_size for p in checkpoints.iterdir()) if checkpoints.is_dir() else 0
+    needed = cfg.checkpoint.keep * replay_bytes(cfg) - existing
+    place = checkpoints
+    while not place.exists():
+        place = place.parent
+    free = shutil.disk_usage(place).free
+    if needed > free:
+        raise ValueError(
+            f"checkpoint.keep={cfg.checkpoint.keep} is not allowed here: {cfg.checkpoint.keep} "
+            f"checkpoints of replay.capacity={cfg.replay.capacity} need {needed / 1e9:.1f} GB "
+            f"more and {place} has {free / 1e9:.1f} GB free (lower either, or give "
+            "hydra.run.dir on a larger disk)"
         )
 
 
@@ -262,19 +309,48 @@ def _check_network(cfg: DictConfig) -> None:
         build_network(cfg.agent.network, 1, cfg.agent.history_length, env.frame_shape(cfg.env))
 
 
-def validate_config(cfg: DictConfig) -> None:
-    """Reject bad settings with one line naming the key, before anything is allocated."""
+def _check_sections(cfg: DictConfig) -> None:
+    """Every section a run reads is there (a config group deleted with `~group` is not)."""
+    for section in SECTIONS:
+        if not isinstance(OmegaConf.select(cfg, section), DictConfig):
+            groups = sorted(path.stem for path in (CONFIGS / section).glob("*.yaml"))
+            choose = f": choose one with {section}=" + "|".join(groups) if groups else ""
+            raise ValueError(f"the config has no {section} section{choose}")
+
+
+def check_replay_group(cfg: DictConfig, group: str | None) -> None:
+    """A fresh run's replay.kind must be the sampler of the replay group it composed: a kind
+    set alone would run one sampler with another's α, β and step size."""
+    kind = cfg.replay.kind
+    if group is not None and kind != group:
+        raise ValueError(
+            f"replay.kind={kind} is not allowed with replay={group}: choose the sampler and "
+            f"its settings together with replay={kind}"
+        )
+
+
+def validate_config(cfg: DictConfig, this_machine: bool = True) -> None:
+    """Reject bad settings with one line naming the key, before anything is allocated.
+    `this_machine=False` checks a config that will run elsewhere (a sweep's job on a cluster):
+    what depends on the machine (its cores, GPUs and memory) is left to the run itself."""
+    _check_sections(cfg)
     kind = OmegaConf.select(cfg, "replay.kind")
     if kind not in SAMPLERS:
         raise ValueError(f"replay.kind={kind} is not allowed: must be one of {', '.join(SAMPLERS)}")
     environment_kind(cfg.env.get("kind"))
     _check_known_keys(cfg)
     for key, allowed, test in _rules(cfg):
+        if not this_machine and key in MACHINE_KEYS:
+            continue
         value = OmegaConf.select(cfg, key)
         if not test(value):
             raise ValueError(f"{key}={value} is not allowed: must be {allowed}")
     _check_priority_range(cfg)
     environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
     _check_network(cfg)
-    resolve_device(cfg.agent.device)
+    if not this_machine:
+        return
+    if resolve_device(cfg.agent.device).type != "cuda" and cfg.agent.pipelined:
+        # On a CPU acting and the update compete for the same cores: pipelining only costs.
+        raise ValueError("agent.pipelined=true needs agent.device=cuda")
     _check_memory(cfg)

@@ -47,7 +47,7 @@ def launcher_config(preset: str):
 )
 def test_slurm_preset_is_submitit_with_one_gpu_and_requeues():
     launcher = launcher_config("slurm").hydra.launcher
-    assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert launcher._target_ == "hydra_plugins.per_atari.slurm_launcher.SlurmLauncher"
     assert (launcher.gpus_per_node, launcher.timeout_min, launcher.max_num_timeout) == (1, 1440, 6)
 
 

@@ -2,6 +2,7 @@
 and unreadable files."""
 
 import errno
+import json
 import os
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from training import checkpoints
 from training.checkpoints import CHECKPOINT, CheckpointError, CheckpointStore
 
 SHAPE = (10, 6, 6)  # a ring of 10 slots of 6x6 frames
@@ -296,3 +298,66 @@ def test_numpy_scalars_come_back_as_python_numbers_and_other_objects_are_refused
     with pytest.raises(TypeError, match="^a checkpoint cannot hold a PosixPath: PosixPath"):
         store.save(2, {"where": tmp_path}, ring.frames, ring.written)
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == files
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """A checksum per 2 slots, so that a save touches some chunks and not others."""
+    monkeypatch.setattr(checkpoints, "CHECKSUM_CHUNK_BYTES", 2 * SLOT_BYTES)
+
+
+def flip(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_incremental_saves_keep_every_chunks_checksum_right(tmp_path, small_chunks):
+    """Saves that wrap the ring and rewrite only some chunks still read back exactly."""
+    ring, store = Ring(), CheckpointStore(tmp_path)
+    for step, count in enumerate((4, 3, 5, 9, 2, 13), start=1):
+        ring.write(count, first_value=10 * step)
+        store.save(step, state(step), ring.frames, ring.written)
+        _, frames = loaded(tmp_path)
+        np.testing.assert_array_equal(frames, ring.frames)
+
+
+@pytest.mark.parametrize("slot", [0, 5, 9])
+def test_replay_bytes_changed_on_disk_are_refused_in_one_line(tmp_path, small_chunks, slot):
+    ring, store = Ring(), CheckpointStore(tmp_path)
+    ring.write(7)
+    store.save(1, state(1), ring.frames, ring.written)
+    ring.write(6, first_value=50)
+    path = store.save(2, state(2), ring.frames, ring.written)
+    copy = tmp_path / f"frames-{CheckpointStore(tmp_path).read_latest()['frames_copy']}.bin"
+    flip(copy, slot * SLOT_BYTES + 3)  # the same size, another byte
+    payload = CheckpointStore(tmp_path).read_latest()
+    with pytest.raises(CheckpointError) as error:
+        CheckpointStore(tmp_path).read_frames(payload, np.zeros(SHAPE, dtype=np.uint8))
+    first = slot // 2 * 2 * SLOT_BYTES
+    assert str(error.value) == (
+        f"checkpoint {path}: its replay frames {copy.name} were changed on disk (bytes "
+        f"{first}-{first + 2 * SLOT_BYTES - 1} fail their checksum); delete it to resume from "
+        "the one before"
+    )
+
+
+def test_a_copy_from_before_checksums_reads_unchecked_and_gets_them_at_its_next_save(
+    tmp_path, small_chunks
+):
+    ring, store = Ring(), CheckpointStore(tmp_path)
+    ring.write(5)
+    store.save(1, state(1), ring.frames, ring.written)
+    sidecar = tmp_path / "frames-0.json"
+    sidecar.write_text(json.dumps({"frames_written": ring.written}))  # the older record
+    np.testing.assert_array_equal(loaded(tmp_path)[1], ring.frames)
+    resumed = CheckpointStore(tmp_path)
+    resumed.read_latest()
+    ring.write(3, first_value=70)
+    resumed.save(2, state(2), ring.frames, ring.written)
+    ring.write(4, first_value=90)
+    resumed.save(3, state(3), ring.frames, ring.written)  # copy 0 again, incrementally
+    assert "crc32" in json.loads(sidecar.read_text())
+    flip(tmp_path / "frames-0.bin", 1)
+    with pytest.raises(CheckpointError, match="fail their checksum"):
+        loaded(tmp_path)

@@ -1,0 +1,161 @@
+"""The launcher of `hydra/launcher=slurm`: hydra-submitit-launcher's SLURM launcher, with two
+changes a training sweep needs.
+
+- Preemption and time limits: submitit's signal (USR2, `signal_delay_s` before the time limit,
+  or sent to preempt) first stops the run the way SIGTERM does (finish the step, write a
+  checkpoint), then submitit requeues the job, which resumes the run from that checkpoint in
+  the same run directory.
+- A job that ends without a result (cancelled, killed, failed) does not end the sweep while
+  other jobs still run: the sweep waits for every job, names each failed one on one line
+  (its number, its overrides, its SLURM id, its state and its log) and exits with status 1.
+"""
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import submitit
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from omegaconf import OmegaConf
+from submitit.core.utils import UncompletedJobError
+
+from training.loop import StopRequest
+from training.sweep_checks import job_label
+
+log = logging.getLogger(__name__)
+# How often the sweep looks for finished jobs (submitit asks SLURM less often, as they age).
+POLL_SECONDS = 1.0
+
+
+def _run_stops_on_sigterm() -> bool:
+    """Whether the run's own SIGTERM handler is installed: train.py's loop has started."""
+    return isinstance(getattr(signal.getsignal(signal.SIGTERM), "__self__", None), StopRequest)
+
+
+def _last_word_of_the_run(log_path: Path) -> str:
+    """train.py's last one-line report in the job's log (`error: ...`, or `stopped by ...`
+    with the command that resumes it), or ''."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    reports = (line for line in reversed(lines) if line.startswith(("error: ", "stopped by ")))
+    return next(reports, "").removeprefix("error: ")
+
+
+class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
+    """Started by hydra_plugins/per_atari/slurm_launcher.py in the sweep's process, and
+    pickled into every SLURM job (a job imports this module, installed with the project)."""
+
+    def __call__(self, *arguments, **keywords) -> JobReturn:
+        """Runs in the SLURM job. submitit's handler of its preemption signal requeues the job
+        and exits at once; it is called only once the run has checkpointed and stopped."""
+        preemption = getattr(signal, f"SIG{submitit.JobEnvironment.USR_SIG}")
+        requeue = signal.getsignal(preemption)  # submitit's: resubmit, scontrol requeue, exit
+        received = []
+
+        def checkpoint_then_requeue(signum, frame):
+            if _run_stops_on_sigterm():
+                received.append(signum)
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:  # the run has not started: nothing to save
+                requeue(signum, frame)
+
+        signal.signal(preemption, checkpoint_then_requeue)
+        try:
+            return super().__call__(*arguments, **keywords)
+        except SystemExit as stop:
+            # train.py exits 0 once a stop request is checkpointed; any other exit is the
+            # run's own end (refused, failed) and is reported by the sweep.
+            if received and stop.code == 0:
+                requeue(received[0], None)
+            raise
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        """Submit one array job, one task per job, and wait for all of them."""
+        executor = self._executor()
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        if "mode" in self.config.hydra.sweep:
+            os.chmod(sweep_dir, mode=int(str(self.config.hydra.sweep.mode), 8))
+        log.info(f"Submitit 'slurm' sweep output dir : {sweep_dir}")
+        numbers = range(initial_job_idx, initial_job_idx + len(job_overrides))
+        for number, overrides in zip(numbers, job_overrides, strict=True):
+            log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
+        state = Singleton.get_state()
+        jobs = executor.map_array(
+            self,
+            [list(overrides) for overrides in job_overrides],
+            ["hydra.sweep.dir"] * len(job_overrides),
+            list(numbers),
+            [f"job_id_for_{number}" for number in numbers],
+            [state] * len(job_overrides),
+        )
+        shared = set.intersection(*(set(overrides) for overrides in job_overrides))
+        labels = [
+            job_label(number, list(overrides), shared)
+            for number, overrides in zip(numbers, job_overrides, strict=True)
+        ]
+        returns, failures = self._wait(jobs, labels)
+        if failures:
+            print("\n".join(failures), file=sys.stderr)
+            sys.exit(1)
+        return returns
+
+    def _executor(self) -> submitit.AutoExecutor:
+        """submitit's executor with this launcher's parameters, as the plugin builds it."""
+        params = dict(self.params)
+        executor = submitit.AutoExecutor(
+            cluster="slurm",
+            folder=params.pop("submitit_folder"),
+            slurm_max_num_timeout=params.pop("max_num_timeout"),
+        )
+        shared_keys = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(
+            **{key if key in shared_keys else f"slurm_{key}": v for key, v in params.items()}
+        )
+        return executor
+
+    @staticmethod
+    def _wait(jobs: list, labels: list[str]) -> tuple[list[JobReturn], list[str]]:
+        """Every job's return, in order, and a line for each job that ended without one,
+        written as soon as the job is seen to end."""
+        returns: dict[int, JobReturn] = {}
+        failures: dict[int, str] = {}
+        pending = set(range(len(jobs)))
+        while pending:
+            for index in sorted(pending):
+                job = jobs[index]
+                if not job.done():
+                    continue
+                pending.discard(index)
+                try:
+                    job_return = job.results()[0]
+                except UncompletedJobError:
+                    reason = _last_word_of_the_run(job.paths.stderr) or "no result"
+                    failures[index] = (
+                        f"error: {labels[index]}, SLURM job {job.job_id}, ended {job.state}: "
+                        f"{reason}; its log: {job.paths.stderr}"
+                    )
+                else:
+                    returns[index] = job_return
+                    if job_return.status == JobStatus.FAILED:
+                        error = job_return._return_value
+                        failures[index] = (
+                            f"error: {labels[index]}, SLURM job {job.job_id}, failed: "
+                            f"{type(error).__name__}: {error}; its log: {job.paths.stderr}"
+                        )
+                if index in failures and pending:
+                    log.warning(f"{failures[index]}; waiting for the other jobs")
+            if pending:
+                time.sleep(POLL_SECONDS)
+        return [returns[i] for i in sorted(returns)], [failures[i] for i in sorted(failures)]
