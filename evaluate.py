@@ -36,7 +36,6 @@ data for runs of an env kind that has none (MinAtar: noop and human_starts).
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 
@@ -46,7 +45,7 @@ import numpy as np
 from artifacts.command_line import unwritable_reason
 from artifacts.snapshot import read_snapshot
 from envs.registry import environment_kind
-from evaluation.arguments import check_arguments_of, parse_arguments
+from evaluation.arguments import parse_arguments
 from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.runs import RunSpec, find_snapshots
@@ -146,7 +145,7 @@ def _unavailable(protocol: Protocol, kinds: list[str]) -> dict[str, str]:
 
 def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
     """The options that depend on the protocol and the runs' env kinds: start states where the
-    protocol needs them, env.KEY overrides that are arguments of each run's env factory, and
+    protocol needs them, env.KEY overrides that are settings of each run's env kind, and
     snapshots that fit their runs (each is read once more to play it: they are small)."""
     if protocol.needs_start_states and not options["start_states"]:
         raise ValueError(
@@ -154,7 +153,7 @@ def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
             "<rom_id>.npz); make one with python -m evaluation.human_starts sample"
         )
     for kind in sorted({spec.env_kind for spec in specs}):
-        check_arguments_of(environment_kind(kind).make, options["env"], "env", skip=("seed",))
+        environment_kind(kind).settings.of(options["env"])
     for spec in specs:
         check_snapshot(spec, protocol, options)
 
@@ -206,8 +205,8 @@ def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
             f"{spec.snapshot} is an agent for {game}, but its run config "
             f"says env.game={env_kwargs['game']}"
         )
-    # Defaults of the factory where the config sets nothing (a snapshot outside a run).
-    settings = {**_defaults_of(environment.make), **env_kwargs}
+    # The kind's defaults where the config sets nothing (a snapshot outside a run).
+    settings = {**environment.settings.defaults(), **env_kwargs}
     env_shape, agent_shape = tuple(environment.frame_shape(settings)), frame_shape_of(payload)
     if env_shape != agent_shape:
         # A snapshot outside its run directory has no config: it is taken for an Atari agent.
@@ -259,14 +258,6 @@ def evaluate_run(
     return score, source
 
 
-def _defaults_of(factory) -> dict:
-    return {
-        name: parameter.default
-        for name, parameter in inspect.signature(factory).parameters.items()
-        if parameter.default is not parameter.empty
-    }
-
-
 def start_state_file(path: Path, game: str) -> Path:
     """A file is used as is; a directory must hold ``<rom_id>.npz`` for each game."""
     if path.is_dir():
@@ -295,7 +286,7 @@ def epsilon_of(protocol: Protocol, spec: RunSpec, options: dict) -> float:
 
 def noop_max_of(spec: RunSpec, env: dict) -> int:
     """The most random no-ops the run's env plays at a reset (0 for a factory without no-ops)."""
-    default = _defaults_of(environment_kind(spec.env_kind).make).get("noop_max", 0)
+    default = environment_kind(spec.env_kind).settings.defaults().get("noop_max", 0)
     return env.get("noop_max", default)
 
 

@@ -43,7 +43,7 @@ from training.run_guard import (
     lock_run_directory,
     torch_threads,
 )
-from training.run_state import check_resumable, threads_run_with
+from training.run_state import resumable, threads_run_with
 
 # `hydra.run.dir` is the resumed run's directory when `resume` is set.
 OmegaConf.register_new_resolver(
@@ -62,8 +62,7 @@ def build(cfg: DictConfig) -> Components:
         "evaluation": np.random.default_rng(evaluation_seed),
     }
     env = build_env(cfg.env, seed=int(env_seed))
-    # Runs stored before the priority signal and eviction keys existed: the paper's.
-    signal = cfg.replay.get("priority_signal", "td_error")
+    signal = cfg.replay.priority_signal
     frame_shape = env.observation_space.shape
     agent = DoubleDQN(
         env.action_space.n,
@@ -74,13 +73,12 @@ def build(cfg: DictConfig) -> Components:
         compute_parameter_change_norms=needs_parameter_change_norms(signal),
         **cfg.agent,
     )
-    replay_device = cfg.replay.get("device", "cpu")  # runs from before the key: the host
     storage = build_storage(
-        cfg.replay.get("eviction", "fifo"),
+        cfg.replay.eviction,
         cfg.replay.capacity,
         cfg.agent.history_length,
         frame_shape,
-        device=None if replay_device == "cpu" else agent.device,
+        device=None if cfg.replay.device == "cpu" else agent.device,
     )
     sampler = build_sampler(cfg.replay.kind, cfg.replay, rngs["sampler"])
     replay = ReplayBuffer(
@@ -89,7 +87,7 @@ def build(cfg: DictConfig) -> Components:
         cfg.train.batch_size,
         cfg.replay.weight_normalization,
         priority_signal=signal,
-        priority_epsilon=cfg.replay.get("priority_epsilon", 0.01),
+        priority_epsilon=cfg.replay.priority_epsilon,
         td_error_clip=cfg.agent.td_error_clip,  # one clip for the loss and the priorities
     )
     frame_stack = FrameStack(cfg.agent.history_length, frame_shape)
@@ -111,16 +109,17 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore
         _fail(error, 2)  # another process owns the directory: leave it alone
     try:
         cfg = run_config(cfg)
-        if check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay")):
-            print(f"run {run_dir} is finished: nothing to do", file=sys.stderr)
-            return None
+        done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
         checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
         if checkpoint is not None:
-            check_resumable(checkpoint, plain_config(cfg))
+            checkpoint = resumable(checkpoint, plain_config(cfg))
     except (ValueError, CheckpointError) as error:
         remove_created_directories(run_dir)
         _fail(error, 2)
+    if done:  # its checkpoint is sound, and resuming would only rewrite its results
+        print(f"run {run_dir} is finished: nothing to do", file=sys.stderr)
+        return None
     return cfg, checkpoints, checkpoint
 
 

@@ -15,7 +15,8 @@ from agents.networks import build_network
 from agents.optimizer import OPTIMIZERS, CenteredRMSProp
 from agents.per_sample import parameter_change_norms
 from agents.policy import EpsilonGreedy
-from agents.targets import TARGET_RULES, double_q_targets, dqn_targets, weighted_huber_loss
+from agents.settings import AgentSettings
+from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
 from agents.updates import CudaUpdates, LearnStats, PendingLearn, SerialUpdates
 
 
@@ -39,10 +40,11 @@ class DoubleDQN:
     """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
     parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
 
-    Keyword names equal the keys of configs/agent/double_dqn.yaml, plus `batch_size` (the
-    loop's `train.batch_size`, which sets the optimizer's ε) and `frame_shape` (the env's
-    frames, which the network takes `history_length` of). `rng` is the only source
-    of randomness: it seeds the network initialisation and draws exploratory actions.
+    `settings` are the agent's (`AgentSettings`, the config's `agent` section: checked there,
+    at their defaults where not given); `batch_size` is the loop's `train.batch_size`, which
+    sets the optimizer's ε, and `frame_shape` the env's frames, which the network takes
+    `history_length` of. `rng` is the only source of randomness: it seeds the network
+    initialisation and draws exploratory actions.
     The target network only changes through `sync_target` (or `load_state_dict`).
     `single_forward` (True on CUDA) picks how an update evaluates next states; see `_online_q`.
 
@@ -60,58 +62,46 @@ class DoubleDQN:
         num_actions: int,
         *,
         rng: np.random.Generator,
-        device: str = "auto",
-        history_length: int = 4,
-        frame_shape: tuple[int, ...] = (84, 84),
-        network: str = "nature",
-        target_rule: str = "double_dqn",
-        discount: float = 0.99,
-        learning_rate: float = 0.00025,
-        rmsprop_decay: float = 0.95,
-        rmsprop_epsilon: float = 0.01,
-        optimizer: str = "deepmind_rmsprop",
-        td_error_clip: float = 1.0,
-        batch_size: int = 32,
-        pipelined: bool = False,
-        cuda_graphs: bool = False,
+        frame_shape: tuple[int, ...],
+        batch_size: int,
         compute_parameter_change_norms: bool = False,
+        **settings,
     ) -> None:
-        _check_settings(discount, td_error_clip, target_rule, optimizer)
-        self.num_actions, self.history_length = num_actions, history_length
-        self.frame_shape, self.network, self.target_rule = tuple(frame_shape), network, target_rule
-        self.discount, self.td_error_clip = discount, td_error_clip
+        agent = AgentSettings(**settings)  # checks each setting; defaults for those not given
+        self.num_actions, self.history_length = num_actions, agent.history_length
+        self.frame_shape, self.network = tuple(frame_shape), agent.network
+        self.target_rule, self.discount = agent.target_rule, agent.discount
+        self.td_error_clip = agent.td_error_clip
         # Per-sample gradients cost a second backward pass: only for the priority signal
         # that reads them (`replay.priority_signal=parameter_change`).
         self.compute_parameter_change_norms = compute_parameter_change_norms
-        self.device = resolve_device(device)
+        self.device = resolve_device(agent.device)
         cuda = self.device.type == "cuda"
-        if pipelined and not cuda:  # on CPU, acting and the update compete for the same cores
+        if agent.pipelined and not cuda:  # on CPU, acting and the update compete for the cores
             raise ValueError("agent.pipelined=true needs agent.device=cuda")
         use_device(self.device)
         # Seed a forked torch RNG from `rng` so the initial weights are reproducible without
         # touching torch's global generator state.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.integers(2**63)))
-            self.online = build_network(network, num_actions, history_length, frame_shape)
-            self.target = build_network(network, num_actions, history_length, frame_shape)
+            self.online = build_network(self.network, num_actions, self.history_length, frame_shape)
+            self.target = build_network(self.network, num_actions, self.history_length, frame_shape)
         self.online.to(self.device)
         self.target.to(self.device)
         self.target.requires_grad_(False)
         self.target.load_state_dict(self.online.state_dict())
-        self.optimizer = _optimizer(
-            self.online, optimizer, learning_rate, rmsprop_decay, rmsprop_epsilon, batch_size
-        )
+        self.optimizer = _optimizer(self.online, agent, batch_size)
         self.single_forward = cuda  # see _online_q
-        self.cuda_graphs = cuda_graphs
-        update = self.captured_update(enabled=cuda and cuda_graphs)
+        self.cuda_graphs = agent.cuda_graphs
+        update = self.captured_update(enabled=cuda and agent.cuda_graphs)
         self.updates = (
-            CudaUpdates(update, self.device, self.online, pipelined)
+            CudaUpdates(update, self.device, self.online, agent.pipelined)
             if cuda
             else SerialUpdates(update)
         )
-        acting = self.updates.behaviour if pipelined else self.online
+        acting = self.updates.behaviour if agent.pipelined else self.online
         self.policy = self._policy_of(acting, rng)
-        self._online_policy = self._policy_of(self.online, rng) if pipelined else self.policy
+        self._online_policy = self._policy_of(self.online, rng) if agent.pipelined else self.policy
 
     def _policy_of(self, network: torch.nn.Module, rng: np.random.Generator) -> EpsilonGreedy:
         return EpsilonGreedy(
@@ -256,38 +246,17 @@ class DoubleDQN:
             self.updates.behaviour.load_state_dict(state.get("behaviour", state["online"]))
 
 
-def _check_settings(discount: float, td_error_clip: float, target_rule: str, optimizer: str):
-    if not 0.0 <= discount <= 1.0:
-        raise ValueError(f"agent.discount must be in [0, 1], got {discount}")
-    if not td_error_clip > 0.0:
-        raise ValueError(f"agent.td_error_clip must be > 0, got {td_error_clip}")
-    for key, value, allowed in (
-        ("target_rule", target_rule, TARGET_RULES),
-        ("optimizer", optimizer, OPTIMIZERS),
-    ):
-        if value not in allowed:
-            raise ValueError(
-                f"agent.{key}={value} is not allowed: must be one of {', '.join(allowed)}"
-            )
-
-
-def _optimizer(
-    online: torch.nn.Module,
-    rule: str,
-    learning_rate: float,
-    decay: float,
-    epsilon: float,
-    batch_size: int,
-) -> CenteredRMSProp:
+def _optimizer(online: torch.nn.Module, agent: AgentSettings, batch_size: int) -> CenteredRMSProp:
     # DeepMind's `rmsprop_epsilon` is for a loss summed over the minibatch. Ours is the
     # mean (gradients B times smaller), and ε / B² inside the square root gives exactly
     # the summed loss's update, at any batch size B. torch's RMSprop was used on the mean
     # loss as it is (MinAtar's agents): its ε stays.
-    inside = OPTIMIZERS[rule]
+    inside = OPTIMIZERS[agent.optimizer]
+    epsilon = agent.rmsprop_epsilon
     return CenteredRMSProp(
         online.parameters(),
-        lr=learning_rate,
-        decay=decay,
+        lr=agent.learning_rate,
+        decay=agent.rmsprop_decay,
         epsilon=epsilon / batch_size**2 if inside else epsilon,
         epsilon_inside=inside,
     )

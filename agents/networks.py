@@ -8,6 +8,8 @@ import math
 import torch
 from torch import nn
 
+from schema import one_of
+
 FRAME_SIZE = 84  # frames are 84x84 grayscale (the paper's preprocessing)
 CONV_OUTPUT_SIZE = 64 * 7 * 7  # 84 -(8/4)-> 20 -(4/2)-> 9 -(3/1)-> 7, 64 channels = 3136
 
@@ -114,10 +116,7 @@ def build_network(
 ) -> nn.Module:
     """The network `name` for frames of `frame_shape`; a one-line ValueError names
     `agent.network` when there is no such network or it does not take these frames."""
-    if name not in NETWORKS:
-        raise ValueError(
-            f"agent.network={name} is not allowed: must be one of {', '.join(NETWORKS)}"
-        )
+    one_of(NETWORKS).check("agent.network", name)
     try:
         return NETWORKS[name](num_actions, history_length, tuple(frame_shape))
     except ValueError as error:

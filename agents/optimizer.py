@@ -21,7 +21,9 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
     torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, a
     different update for any epsilon > 0; `epsilon_inside=False` is that rule, with torch's
-    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero.
+    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero. The
+    learner passes its checked settings (`agents.settings.AgentSettings`: lr > 0, decay in
+    [0, 1), epsilon > 0); nothing here checks them again.
 
     A step is eight `torch._foreach_*` calls over all parameters with a gradient (multi-tensor
     kernels on CUDA, instead of eight kernels per parameter). They apply the operations in the
@@ -34,15 +36,12 @@ class CenteredRMSProp(torch.optim.Optimizer):
     def __init__(
         self,
         params: Iterable,
+        *,
         lr: float,
-        decay: float = 0.95,
-        epsilon: float = 0.01,
+        decay: float,
+        epsilon: float,
         epsilon_inside: bool = True,
     ) -> None:
-        if not (lr >= 0.0 and 0.0 <= decay < 1.0 and epsilon > 0.0):
-            raise ValueError(
-                f"need lr >= 0, 0 <= decay < 1, epsilon > 0; got {lr}, {decay}, {epsilon}"
-            )
         self.epsilon_inside = epsilon_inside
         super().__init__(params, {"lr": lr, "decay": decay, "epsilon": epsilon})
 

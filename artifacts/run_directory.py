@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from artifacts.upgrade import upgrade_config
 from envs.registry import EnvironmentKind, environment_kind
 
 CONFIG = "config.yaml"
@@ -28,7 +29,7 @@ LATEST_SNAPSHOT = "agent_latest.pt"
 BEST_SNAPSHOT = "agent_best.pt"
 FINAL_SNAPSHOT = "agent_final.pt"
 
-# The paper's settings, which a config from before these keys existed was trained with.
+# The paper's settings, which a variant name leaves out.
 DEFAULT_TARGET_RULE = "double_dqn"
 DEFAULT_PRIORITY_SIGNAL = "td_error"
 DEFAULT_EVICTION = "fifo"
@@ -86,25 +87,19 @@ class RunDirectory:
 
     @functools.cached_property
     def config(self) -> dict:
-        """config.yaml as plain data; empty when it holds no mapping."""
+        """config.yaml as plain data, as this version writes it (`artifacts.upgrade`)."""
         try:
             config = yaml.safe_load(self.config_file.read_text("utf-8"))
         except (OSError, yaml.YAMLError) as error:
             first = (str(error).strip().splitlines() or ["unreadable"])[0]
             raise ValueError(f"run config {self.config_file} is unreadable: {first}") from None
-        return config if isinstance(config, dict) else {}
+        return upgrade_config(config if isinstance(config, dict) else {})
 
     @property
     def env(self) -> dict:
-        """The env's arguments as the run was trained with, its game by its canonical id."""
-        env = self.config.get("env")
-        if not isinstance(env, dict):
-            raise ValueError(
-                f"run config {self.config_file} has no 'env' section (is it train.py's?)"
-            )
-        if "game" not in env:
-            return dict(env)
-        return {**env, "game": environment_kind(env.get("kind")).game_id(str(env["game"]))}
+        """The env's settings as the run was trained with (`kind` and its factory's), its
+        game by its canonical id."""
+        return dict(self.config["env"])
 
     @property
     def game(self) -> str:
@@ -112,23 +107,22 @@ class RunDirectory:
 
     @property
     def environment_kind(self) -> EnvironmentKind:
-        """env.kind's entry in the registry (atari for runs from before env.kind)."""
-        return environment_kind(self.env.get("kind"))
+        """env.kind's entry in the registry."""
+        return environment_kind(self.env["kind"])
 
     @property
     def family(self) -> str:
         """The family of the run's game: "atari" for every Atari kind, "minatar"."""
         return self.environment_kind.family
 
-    def setting(self, section: str, key: str, default=None):
-        """config.yaml's `section.key`; `default` where it is absent or null."""
+    def setting(self, section: str, key: str):
+        """config.yaml's `section.key`; None where it is absent."""
         values = self.config.get(section)
-        value = values.get(key) if isinstance(values, dict) else None
-        return default if value is None else value
+        return values.get(key) if isinstance(values, dict) else None
 
     @property
     def target_rule(self) -> str:
-        return str(self.setting("agent", "target_rule", DEFAULT_TARGET_RULE))
+        return str(self.setting("agent", "target_rule"))
 
     @property
     def variant(self) -> str | None:
@@ -139,8 +133,8 @@ class RunDirectory:
         return variant_name(
             self.kind,
             self.target_rule,
-            str(self.setting("replay", "priority_signal", DEFAULT_PRIORITY_SIGNAL)),
-            str(self.setting("replay", "eviction", DEFAULT_EVICTION)),
+            str(self.setting("replay", "priority_signal")),
+            str(self.setting("replay", "eviction")),
         )
 
     @property
@@ -162,7 +156,7 @@ class RunDirectory:
 
     @property
     def frame_skip(self) -> int:
-        return int(self.env.get("frame_skip", 4))
+        return int(self.env["frame_skip"])
 
     @property
     def total_frames(self) -> int:

@@ -9,7 +9,7 @@ readers (evaluate.py). A snapshot is a dict of tensors and plain values saved wi
      "step": agent steps, "frames": emulator frames,
      "score": mean test score that made it the best, or None}
 
-(Snapshots from before "network" and "frame_shape" hold the Nature network on 84x84 frames.)
+(Older snapshots are read as this version writes them: `artifacts.upgrade`.)
 
 The final snapshot adds ``"target"`` and ``"optimizer"`` (``DoubleDQN.state_dict``'s), so
 training can go on from it. It loads with ``torch.load(weights_only=True)``: nothing in it can
@@ -28,6 +28,7 @@ import torch
 from agents.double_dqn import DoubleDQN
 from artifacts.atomic import save_atomically
 from artifacts.header import Header
+from artifacts.upgrade import upgrade_snapshot
 
 SNAPSHOT = Header("per-atari-agent", 1, "agent snapshot")
 _REQUIRED = {
@@ -134,4 +135,4 @@ def read_snapshot(path: str | os.PathLike, device: str | torch.device = "cpu") -
     score = payload.get("score")
     if score is not None and not (isinstance(score, float) and math.isfinite(score)):
         raise ValueError(f"agent snapshot {path}: key 'score' must be a finite float or None")
-    return payload
+    return upgrade_snapshot(payload)

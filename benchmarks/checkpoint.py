@@ -123,9 +123,12 @@ def main() -> None:
     rng = np.random.default_rng(0)
     try:
         start = time.perf_counter()
-        storage = FrameStorage(args.capacity)
-        replay = ReplayBuffer(storage, ProportionalSampler(args.capacity, rng), 32)
-        agent = DoubleDQN(4, rng=np.random.default_rng(1), device="cpu")
+        storage = FrameStorage(args.capacity, history_length=4, frame_shape=(84, 84))
+        sampler = ProportionalSampler(args.capacity, rng)
+        replay = ReplayBuffer(storage, sampler, 32, td_error_clip=1.0)
+        agent = DoubleDQN(
+            4, rng=np.random.default_rng(1), device="cpu", frame_shape=(84, 84), batch_size=32
+        )
         add_transitions(replay, args.capacity, rng)
         agent.learn(replay.sample(0.4))  # the optimizer's state exists from the first update
         print(

@@ -58,6 +58,7 @@ def main() -> None:
             learning_rate=0.0000625,
             batch_size=args.batch_size,
             compute_parameter_change_norms=with_norms,
+            frame_shape=(84, 84),
         )
         for with_norms in (False, True)
     }

@@ -41,7 +41,7 @@ def filled_replay(
 ) -> ReplayBuffer:
     """Random frames in episodes of 1000 steps, written through the storage's own API."""
     storage = build_storage(eviction, capacity, HISTORY_LENGTH, (84, 84))
-    replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32)
+    replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32, td_error_clip=1.0)
     frames = rng.integers(0, 256, size=(97, 84, 84), dtype=np.uint8)
     replay.start_episode(frames[0])
     for step in range(1, capacity):
@@ -109,7 +109,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
-    agent = DoubleDQN(6, rng=np.random.default_rng(1), device="cpu")
+    agent = DoubleDQN(
+        6, rng=np.random.default_rng(1), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     print(f"N = {args.capacity:,} transitions, eviction {args.eviction}, batch 32, CPU")
     header = (
         "sampler",

@@ -48,7 +48,7 @@ def build(name: str, size: int, seed: int):
     td_errors = np.random.default_rng(seed + 1).standard_normal(size) * 0.5
     for start in range(0, size, 4096):
         slots = np.arange(start, min(start + 4096, size))
-        sampler.update(slots, td_error_priorities(td_errors[slots], PRIORITY_EPSILON))
+        sampler.update(slots, td_error_priorities(td_errors[slots], PRIORITY_EPSILON, 1.0))
     return sampler
 
 
@@ -62,7 +62,7 @@ def replay_steps(sampler, td_errors: np.ndarray, normalization: str) -> tuple[fl
         indices, probabilities = sampler.sample(BATCH_SIZE)
         minimum = sampler.min_probability() if normalization == "buffer" else None
         importance_weights(probabilities, IMPORTANCE_EXPONENT, normalization, minimum)
-        sampler.update(indices, td_error_priorities(errors, PRIORITY_EPSILON))
+        sampler.update(indices, td_error_priorities(errors, PRIORITY_EPSILON, 1.0))
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
@@ -76,7 +76,7 @@ def phase_times(sampler, td_errors: np.ndarray) -> np.ndarray:
         t1 = clock()
         importance_weights(probabilities, IMPORTANCE_EXPONENT, "batch")
         t2 = clock()
-        sampler.update(indices, td_error_priorities(errors, PRIORITY_EPSILON))
+        sampler.update(indices, td_error_priorities(errors, PRIORITY_EPSILON, 1.0))
         spent[row] = (t1 - t0, t2 - t1, clock() - t2)
     return np.median(spent, axis=0)
 

@@ -269,7 +269,7 @@ def compose_config(user: list[str]) -> tuple:
         cfg.replay.capacity = CPU_CAPACITY
         overrides.append(f"replay.capacity={CPU_CAPACITY}")
     validate_config(cfg)
-    cfg.env.game = environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
+    cfg.env.game = environment_kind(cfg.env.kind).game_id(cfg.env.game)
     return cfg, overrides
 
 

@@ -10,24 +10,16 @@ import numpy as np
 from gymnasium.wrappers import AtariPreprocessing
 
 from envs.games import resolve_game
+from envs.settings import AtariSettings
 
 gym.register_envs(ale_py)
 
 
-def make_env(
-    game: str,
-    seed: int,
-    *,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    noop_max: int = 30,
-    max_episode_frames: int = 108_000,
-    repeat_action_probability: float = 0.0,
-    full_action_space: bool = False,
-) -> gym.Env:
+def make_env(game: str, seed: int, **settings) -> gym.Env:
     """Build one Atari env with the paper's preprocessing.
 
-    ``game`` is anything :func:`envs.games.resolve_game` accepts. The env guarantees:
+    ``game``: any name :func:`envs.games.resolve_game` accepts; ``settings``: the other
+    :class:`envs.settings.AtariSettings` (checked there, defaults if not given). It guarantees:
 
     * observations: one ``(screen_size, screen_size)`` uint8 grayscale frame (not stacked: see
       :class:`envs.frame_stack.FrameStack`), the pixel-wise max of the last two emulator frames of
@@ -60,26 +52,27 @@ def make_env(
       re-seeds explicitly; later unseeded resets continue the seeded stream;
     * ``env.unwrapped.ale`` is the live ``ALEInterface`` (``cloneState``/``restoreState``).
     """
+    s = AtariSettings(game=game, **settings)
     spec = resolve_game(game)
     env = gym.make(
         spec.gym_id,
         # AtariPreprocessing reads the screen itself; grayscale avoids an RGB copy per frame.
         obs_type="grayscale",
         frameskip=1,
-        repeat_action_probability=repeat_action_probability,
-        full_action_space=full_action_space,
+        repeat_action_probability=s.repeat_action_probability,
+        full_action_space=s.full_action_space,
         max_num_frames_per_episode=0,  # 0 = no ALE cap; _EpisodeInfo enforces it (see above)
     )
     env = AtariPreprocessing(
         env,
-        noop_max=noop_max,
-        frame_skip=frame_skip,
-        screen_size=screen_size,
+        noop_max=s.noop_max,
+        frame_skip=s.frame_skip,
+        screen_size=s.screen_size,
         terminal_on_life_loss=False,
         grayscale_obs=True,
         scale_obs=False,
     )
-    env = _EpisodeInfo(env, seed=seed, max_episode_frames=max_episode_frames)
+    env = _EpisodeInfo(env, seed=seed, max_episode_frames=s.max_episode_frames)
     env.action_space.seed(seed)
     return env
 
@@ -91,8 +84,6 @@ class _EpisodeInfo(gym.Wrapper):
 
     def __init__(self, env: gym.Env, *, seed: int, max_episode_frames: int):
         super().__init__(env)
-        if max_episode_frames < 0:
-            raise ValueError(f"max_episode_frames must be >= 0, got {max_episode_frames}")
         self._max_episode_frames = max_episode_frames
         self._pending_seed: int | None = seed
         self._lives = 0

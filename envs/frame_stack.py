@@ -17,7 +17,7 @@ class FrameStack:
     keep; later pushes do not change it.
     """
 
-    def __init__(self, history_length: int = 4, frame_shape: tuple[int, int] = (84, 84)):
+    def __init__(self, history_length: int, frame_shape: tuple[int, ...]):
         if history_length < 1:
             raise ValueError(f"history_length must be >= 1, got {history_length}")
         self.history_length = history_length

@@ -32,40 +32,24 @@ from ale_py import roms
 from gymnasium.spaces import Box, Discrete
 
 from envs.games import resolve_game
+from envs.settings import AtariSettings
 
 NOOP = ale_py.Action.NOOP
 
 
-def make_lean_env(
-    game: str,
-    seed: int,
-    *,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    noop_max: int = 30,
-    max_episode_frames: int = 108_000,
-    repeat_action_probability: float = 0.0,
-    full_action_space: bool = False,
-) -> LeanAtariEnv:
+def make_lean_env(game: str, seed: int, **settings) -> LeanAtariEnv:
     """Build one Atari env: :func:`envs.atari.make_env`'s arguments and guarantees, with the
     paper's pooling order (module docstring). Implements :class:`envs.interface.TrainingEnv`."""
-    for name, value, least in (
-        ("frame_skip", frame_skip, 1),
-        ("screen_size", screen_size, 1),
-        ("noop_max", noop_max, 0),
-        ("max_episode_frames", max_episode_frames, 0),
-    ):
-        if value < least:
-            raise ValueError(f"{name} must be >= {least}, got {value}")
+    s = AtariSettings(game=game, **settings)
     return LeanAtariEnv(
         resolve_game(game).rom_id,
         seed,
-        frame_skip=frame_skip,
-        screen_size=screen_size,
-        noop_max=noop_max,
-        max_episode_frames=max_episode_frames,
-        repeat_action_probability=repeat_action_probability,
-        full_action_space=full_action_space,
+        frame_skip=s.frame_skip,
+        screen_size=s.screen_size,
+        noop_max=s.noop_max,
+        max_episode_frames=s.max_episode_frames,
+        repeat_action_probability=s.repeat_action_probability,
+        full_action_space=s.full_action_space,
     )
 
 

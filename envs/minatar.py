@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from envs.settings import MinAtarSettings
+
 GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
 NUM_ACTIONS = 6  # the full action set, as the published agents use
 GRID_SIZE = 10
@@ -42,23 +44,18 @@ def _channels(game: str) -> int:
     return modules[game].Env().state_shape()[2]
 
 
-def make_minatar_env(
-    game: str,
-    seed: int,
-    *,
-    frame_skip: int = 1,
-    repeat_action_probability: float = 0.1,
-    difficulty_ramping: bool = True,
-    max_episode_frames: int = 0,
-) -> MinAtarEnv:
-    """One MinAtar game behind the `envs.interface.TrainingEnv` protocol."""
+def make_minatar_env(game: str, seed: int, **settings) -> MinAtarEnv:
+    """One MinAtar game behind the `envs.interface.TrainingEnv` protocol; `settings` are the
+    others of `envs.settings.MinAtarSettings` (checked there, at their defaults where not
+    given)."""
+    s = MinAtarSettings(game=game, **settings)
     return MinAtarEnv(
         resolve_minatar_game(game),
         seed,
-        frame_skip=frame_skip,
-        repeat_action_probability=repeat_action_probability,
-        difficulty_ramping=difficulty_ramping,
-        max_episode_frames=max_episode_frames,
+        frame_skip=s.frame_skip,
+        repeat_action_probability=s.repeat_action_probability,
+        difficulty_ramping=s.difficulty_ramping,
+        max_episode_frames=s.max_episode_frames,
     )
 
 
@@ -91,11 +88,6 @@ class MinAtarEnv:
     ):
         from minatar import Environment  # imports matplotlib and seaborn: only when used
 
-        if frame_skip < 1 or max_episode_frames < 0:
-            raise ValueError(
-                f"need env.frame_skip >= 1 and env.max_episode_frames >= 0, got {frame_skip} "
-                f"and {max_episode_frames}"
-            )
         self.game = game
         self._env = Environment(
             game,

@@ -1,6 +1,7 @@
 """The environments by name: `env.kind` in the config. A new environment is one module with a
-factory like `envs.atari.make_env` (returning a `TrainingEnv`), one `EnvironmentKind` here and
-one `configs/env/<kind>.yaml` whose keys are the factory's arguments."""
+factory like `envs.atari.make_env` (returning a `TrainingEnv`) and the schema of its settings
+(like `envs.settings`'), one `EnvironmentKind` here and one `configs/env/<kind>.yaml` on that
+schema's defaults (`- /<kind>_env_settings@_here_`: `training.config_defaults`)."""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -10,19 +11,23 @@ from envs.games import resolve_game
 from envs.interface import TrainingEnv
 from envs.lean_atari import make_lean_env
 from envs.minatar import make_minatar_env, minatar_frame_shape, resolve_minatar_game
+from envs.settings import AtariSettings, MinAtarSettings
+from schema import Schema, one_of
 
 
 @dataclass(frozen=True)
 class EnvironmentKind:
     """What the application needs to know of an environment before building it.
 
-    `make(seed=..., **settings)` builds it; `game_id(name)` is the canonical name of a game
+    `make(seed=..., **settings)` builds it from settings of its schema `settings` (the config's
+    `env` section but `kind`); `game_id(name)` is the canonical name of a game
     (what run configs store), or a one-line ValueError naming `env.game`; `frame_shape(settings)`
     is the shape of one frame; `family` names the games (Atari kinds share human reference
     scores, human starts and result folders; `has_human_reference` says whether they exist).
     """
 
     make: Callable[..., TrainingEnv]
+    settings: type[Schema]
     game_id: Callable[[str], str]
     frame_shape: Callable[[Mapping], tuple[int, ...]]
     family: str
@@ -37,34 +42,44 @@ def _atari_frame_shape(settings: Mapping) -> tuple[int, int]:
     return (settings["screen_size"],) * 2
 
 
-_ATARI = {"game_id": _atari_game_id, "frame_shape": _atari_frame_shape, "family": "atari"}
+_ATARI = {
+    "settings": AtariSettings,
+    "game_id": _atari_game_id,
+    "frame_shape": _atari_frame_shape,
+    "family": "atari",
+}
 ENVIRONMENTS: dict[str, EnvironmentKind] = {
     "atari": EnvironmentKind(make_env, **_ATARI, has_human_reference=True),
     "lean_atari": EnvironmentKind(make_lean_env, **_ATARI, has_human_reference=True),
     "minatar": EnvironmentKind(
         make_minatar_env,
+        settings=MinAtarSettings,
         game_id=resolve_minatar_game,
         frame_shape=lambda settings: minatar_frame_shape(settings["game"]),
         family="minatar",
         has_human_reference=False,
     ),
 }
-DEFAULT_KIND = "atari"  # what a run config without `env.kind` (older runs) was trained on
 
 
-def environment_kind(kind: str | None) -> EnvironmentKind:
-    """The kind named `kind` (None: atari, for runs from before `env.kind`), or a one-line
-    ValueError naming `env.kind`."""
-    kind = DEFAULT_KIND if kind is None else kind
-    if kind not in ENVIRONMENTS:
-        raise ValueError(
-            f"env.kind={kind} is not allowed: must be one of {', '.join(ENVIRONMENTS)}"
-        )
+DEFAULT_KIND = "atari"  # the paper's games: the kind of env settings that name none
+
+
+def environment_kind(kind: str) -> EnvironmentKind:
+    """The kind named `kind`, or a one-line ValueError naming `env.kind`."""
+    one_of(ENVIRONMENTS).check("env.kind", kind)
     return ENVIRONMENTS[kind]
 
 
+def env_settings(section: Mapping, complete: bool = False) -> Schema:
+    """An env section (`kind` and the settings of its schema, `Schema.of`) as its kind's
+    settings, every value checked: a one-line ValueError names the first key not allowed."""
+    schema = environment_kind(section.get("kind")).settings
+    return schema.of(section, also=("kind",), complete=complete)
+
+
 def build_env(settings: Mapping, seed: int) -> TrainingEnv:
-    """The env `settings["kind"]` (default: atari), given the other settings as arguments."""
+    """The env `settings["kind"]` (`DEFAULT_KIND` where it names none), given the other
+    settings as arguments."""
     arguments = dict(settings)
-    arguments.pop("kind", None)
-    return environment_kind(settings.get("kind")).make(seed=seed, **arguments)
+    return environment_kind(arguments.pop("kind", DEFAULT_KIND)).make(seed=seed, **arguments)

@@ -3,13 +3,12 @@
 An argument that is an existing path, or has no ``=``, is positional. Values are parsed as
 YAML scalars (``episodes=30`` is an int, ``device=cpu`` a string,
 ``score=null`` None); dotted keys nest (``env.max_episode_frames=400``). Unknown keys are a
-one-line error naming the key and the allowed ones; ``check_arguments_of`` checks a section
-meant for a function's keyword arguments (``env.*`` for make_env).
+one-line error naming the key and the allowed ones; an open section's keys (``env.*``) are
+checked where they are used, against the env kind's settings (`envs.settings`).
 """
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 
@@ -24,7 +23,7 @@ def parse_arguments(
     """Split ``argv`` into positional arguments and ``defaults`` updated by ``key=value`` ones.
 
     Keys must exist in ``defaults``, except below a section named in ``open_sections`` (e.g.
-    ``env``, whose keys are make_env's arguments, checked where they are used).
+    ``env``, whose keys are the env kind's settings, checked where they are used).
     """
     positional, values = [], {key: value for key, value in defaults.items()}
     for argument in argv:
@@ -44,28 +43,6 @@ def parse_arguments(
             allowed += [f"{section}.<key>" for section in open_sections]
             raise ValueError(f"unknown argument {key!r}: allowed keys are {', '.join(allowed)}")
     return positional, values
-
-
-def check_arguments_of(function, values: dict, section: str, skip: tuple[str, ...] = ()) -> None:
-    """``values`` must name keyword arguments of ``function`` (not those in ``skip``), each of
-    its default's type (an int where a float is; a string where there is no default), or a
-    one-line ValueError names the first that does not."""
-    parameters = inspect.signature(function).parameters
-    kinds = {
-        name: str if p.default is p.empty else type(p.default)
-        for name, p in parameters.items()
-        if name not in skip
-    }
-    for key, value in values.items():
-        if key not in kinds:
-            allowed = ", ".join(sorted(kinds))
-            raise ValueError(
-                f"{section}.{key} is not a {function.__name__} argument: allowed are {allowed}"
-            )
-        if type(value) not in {float: (int, float)}.get(kinds[key], (kinds[key],)):
-            raise ValueError(
-                f"{section}.{key}={value} is not allowed: must be of type {kinds[key].__name__}"
-            )
 
 
 def _is_path(argument: str) -> bool:

@@ -23,6 +23,7 @@ import numpy as np
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env
+from envs.settings import AtariSettings
 from evaluation.human_starts.start_state_file import StartStates, restore_start
 from evaluation.human_starts.verification import verify_start_states
 from evaluation.scores import normalized_score
@@ -202,8 +203,11 @@ def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) ->
     game = resolve_game(env_kwargs["game"]).rom_id
     wanted = {
         "game": (starts.game, game),
-        "frame_skip": (starts.frame_skip, env_kwargs.get("frame_skip", 4)),
-        "screen_size": (starts.screen_size, env_kwargs.get("screen_size", 84)),
+        "frame_skip": (starts.frame_skip, env_kwargs.get("frame_skip", AtariSettings.frame_skip)),
+        "screen_size": (
+            starts.screen_size,
+            env_kwargs.get("screen_size", AtariSettings.screen_size),
+        ),
         "history_length": (starts.history_length, agent.history_length),
     }
     for key, (stored, used) in wanted.items():
@@ -211,13 +215,13 @@ def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) ->
             raise ValueError(
                 f"start states have {key}={stored!r} but the evaluation uses {key}={used!r}"
             )
-    sticky = env_kwargs.get("repeat_action_probability", 0.0)
+    sticky = env_kwargs.get("repeat_action_probability", AtariSettings.repeat_action_probability)
     if sticky:  # a sticky repeat could swallow the human action that enters a start point
         raise ValueError(
             f"human starts are played without sticky actions, the evaluation has "
             f"repeat_action_probability={sticky}: set env.repeat_action_probability=0.0"
         )
-    cap = env_kwargs.get("max_episode_frames", 108_000)
+    cap = env_kwargs.get("max_episode_frames", AtariSettings.max_episode_frames)
     if cap and len(starts) and int(starts.episode_frames.max()) >= cap:
         raise ValueError(
             f"a start point begins at frame {int(starts.episode_frames.max())}, at "

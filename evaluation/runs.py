@@ -17,6 +17,9 @@ from artifacts.run_directory import BEST_SNAPSHOT, CONFIG, LATEST_SNAPSHOT, RunD
 from envs.registry import DEFAULT_KIND
 
 SNAPSHOT_NAMES = {"best": BEST_SNAPSHOT, "latest": LATEST_SNAPSHOT}
+# A snapshot outside a run directory has no config: it plays the paper's env, its game the
+# snapshot's (filled in on loading).
+BARE_SNAPSHOT_ENV = {"kind": DEFAULT_KIND}
 
 
 @dataclass(frozen=True)
@@ -25,16 +28,14 @@ class RunSpec:
 
     name: str  # a label: the run directory relative to the evaluated path, or the file name
     snapshot: Path
-    env_kwargs: dict  # the run config's env section ({} for a snapshot outside a run)
+    env_kwargs: dict  # the run config's env section (`BARE_SNAPSHOT_ENV` outside a run)
     variant: str  # `RunDirectory.variant` (e.g. "proportional", "dqn-uniform") or "unknown"
     seed: int | None
     test_epsilon: float | None = None  # the ε of the run's periodic test (evaluation.epsilon)
 
     @property
     def env_kind(self) -> str:
-        """env.kind of the run: atari where the config names none (runs from before env.kind)
-        or there is no config (a snapshot outside a run directory)."""
-        return self.env_kwargs.get("kind") or DEFAULT_KIND
+        return self.env_kwargs["kind"]
 
 
 def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
@@ -74,8 +75,7 @@ def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
 
 def _spec(run: RunDirectory, snapshot: Path, name: str) -> RunSpec:
     if not run.config_file.is_file():
-        # A bare snapshot: the paper's env for the snapshot's game (filled in on loading).
-        return RunSpec(name, snapshot, {}, "unknown", None)
+        return RunSpec(name, snapshot, dict(BARE_SNAPSHOT_ENV), "unknown", None)
     evaluation = run.config.get("evaluation")
     epsilon = evaluation.get("epsilon") if isinstance(evaluation, dict) else None
     if type(epsilon) not in (int, float) or not 0 <= epsilon <= 1:

@@ -15,8 +15,7 @@ from artifacts.snapshot import SnapshotInfo, read_snapshot
 
 def frame_shape_of(payload: dict) -> tuple[int, ...]:
     """The shape of one frame the snapshot's network takes (a `read_snapshot` payload)."""
-    # Snapshots from before "frame_shape" hold the Nature network on 84x84 frames.
-    return tuple(payload.get("frame_shape", (84, 84)))
+    return tuple(payload["frame_shape"])
 
 
 def load_agent_snapshot(
@@ -32,7 +31,7 @@ def load_agent_snapshot(
     # The initial weights are overwritten at once: no generator of anyone's is drawn from.
     with torch.random.fork_rng(devices=[]):
         network = build_network(
-            payload.get("network", "nature"), num_actions, history_length, frame_shape_of(payload)
+            payload["network"], num_actions, history_length, frame_shape_of(payload)
         )
     try:
         network.load_state_dict(payload["online"])

@@ -12,6 +12,7 @@ from replay.diagnostics import ReplayStatistics
 from replay.priorities import WeightNormalization, importance_weights
 from replay.priority_signals import PRIORITY_SIGNALS, signal_inputs
 from replay.sampler import Sampler
+from replay.settings import ReplaySettings
 from replay.storage import SlotChanges, Storage
 
 
@@ -76,6 +77,9 @@ class ReplayBuffer:
     sampler (which draws by them, or ignores them: uniform) and to the storage (which forgets
     by them, or ignores them: the frame ring). A transition's previous |δ| is the replay
     statistics' last-seen |δ| (NaN until its first replay, reset when its slot is reused).
+    `weight_normalization`, `priority_signal` and `priority_epsilon` are replay settings
+    (`replay.settings.ReplaySettings`: their defaults and rules); `td_error_clip` is the
+    learner's, the one clip of the loss and the priorities.
     """
 
     def __init__(
@@ -83,17 +87,15 @@ class ReplayBuffer:
         storage: Storage,
         sampler: Sampler,
         batch_size: int,
-        weight_normalization: WeightNormalization = "batch",
+        weight_normalization: WeightNormalization = ReplaySettings.weight_normalization,
         nonfinite_patience: int = 100,
         *,
-        priority_signal: str = "td_error",
-        priority_epsilon: float = 0.01,
-        td_error_clip: float = 1.0,
+        priority_signal: str = ReplaySettings.priority_signal,
+        priority_epsilon: float = ReplaySettings.priority_epsilon,
+        td_error_clip: float,
     ):
-        if not priority_epsilon > 0.0:
-            raise ValueError(
-                f"replay.priority_epsilon={priority_epsilon} is not allowed: must be > 0"
-            )
+        ReplaySettings.check("priority_epsilon", priority_epsilon)
+        ReplaySettings.check("weight_normalization", weight_normalization)
         inputs = signal_inputs(priority_signal)  # also checks the name
         settings = {"priority_epsilon": priority_epsilon, "td_error_clip": td_error_clip}
         self._signal = functools.partial(
@@ -259,8 +261,7 @@ class ReplayBuffer:
         self.nonfinite_td_errors = int(state["nonfinite_td_errors"])
         self._nonfinite_streak = int(state["nonfinite_streak"])
         self.statistics.load_state_dict(state["statistics"])
-        # Checkpoints from before the key: nothing was ever added between a draw and its update.
-        added = state.get("added_before_sample")
+        added = state["added_before_sample"]
         self._added_before_sample = None if added is None else int(added)
 
     def __len__(self) -> int:

@@ -19,9 +19,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from schema import one_of
+
 
 def td_error_priorities(
-    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float = 1.0
+    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float
 ) -> np.ndarray:
     """p = min(|δ|, clip) + ε, the paper's (Section 3.3).
 
@@ -32,7 +34,7 @@ def td_error_priorities(
 
 
 def huber_loss_priorities(
-    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float = 1.0
+    td_errors: np.ndarray, priority_epsilon: float, td_error_clip: float
 ) -> np.ndarray:
     """p = Huber_κ(δ) + ε with κ = clip: the transition's own unweighted loss, ½δ² for
     |δ| ≤ κ, κ(|δ| − ½κ) beyond (the prioritized DQN of Sujit et al. 2022 on MinAtar, with
@@ -46,7 +48,7 @@ def td_error_change_priorities(
     td_errors: np.ndarray,
     previous_td_errors: np.ndarray,
     priority_epsilon: float,
-    td_error_clip: float = 1.0,
+    td_error_clip: float,
 ) -> np.ndarray:
     """p = | min(|δ|, clip) − min(|δ_prev|, clip) | + ε: how much the transition's clipped
     error changed between its previous replay and this one.
@@ -80,11 +82,7 @@ PRIORITY_SIGNALS: dict[str, Callable[..., np.ndarray]] = {
 
 def signal_inputs(name: str) -> tuple[str, ...]:
     """The argument names of signal `name`: what the buffer must hand it."""
-    if name not in PRIORITY_SIGNALS:
-        raise ValueError(
-            f"replay.priority_signal={name} is not allowed: must be one of "
-            f"{', '.join(PRIORITY_SIGNALS)}"
-        )
+    one_of(PRIORITY_SIGNALS).check("replay.priority_signal", name)
     return tuple(inspect.signature(PRIORITY_SIGNALS[name]).parameters)
 
 

@@ -4,6 +4,7 @@
 import numpy as np
 from numba import njit
 
+from replay.settings import ProportionalReplaySettings
 from replay.sum_tree import (
     SLOT_NOT_SAMPLEABLE,
     SLOT_OUT_OF_RANGE,
@@ -62,14 +63,16 @@ class ProportionalSampler:
     `replay.sum_tree.descend`), so weights are always finite.
     """
 
+    settings = ProportionalReplaySettings
+
     def __init__(
         self,
         capacity: int,
         rng: np.random.Generator,
         *,
-        priority_exponent: float = 0.6,
+        priority_exponent: float = ProportionalReplaySettings.priority_exponent,
     ):
-        _check_exponent(priority_exponent)
+        self.settings.check("priority_exponent", priority_exponent)
         self._rng = rng
         self._tree = SumTree(capacity)
         self._raw = np.zeros(capacity, dtype=np.float64)
@@ -148,7 +151,7 @@ class ProportionalSampler:
 
     def set_priority_exponent(self, priority_exponent: float) -> None:
         """Changes α; rebuilds every leaf from the stored raw priorities (O(N), vectorized)."""
-        _check_exponent(priority_exponent)
+        self.settings.check("priority_exponent", priority_exponent)
         self.priority_exponent = float(priority_exponent)
         sampleable = self._raw > 0.0
         leaves = np.zeros_like(self._raw)
@@ -183,8 +186,3 @@ class ProportionalSampler:
         if not 0 <= index < self._raw.shape[0]:
             raise IndexError(f"slot {index} is outside [0, {self._raw.shape[0]})")
         return bool(self._raw[index] > 0.0)
-
-
-def _check_exponent(priority_exponent: float) -> None:
-    if not 0.0 <= priority_exponent < np.inf:
-        raise ValueError(f"priority_exponent must be finite and >= 0, got {priority_exponent}")

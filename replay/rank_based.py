@@ -11,9 +11,8 @@ from replay.rank_segments import (
     rank_cumulative_weights,
     refit_last_segment,
 )
-from replay.sum_tree import (
-    raise_for_status,
-)
+from replay.settings import RankBasedReplaySettings
+from replay.sum_tree import raise_for_status
 
 # A cached partition is reused while the size is within this fraction of the size it was
 # built for (Appendix B.2.1: "We reused the same partition for values of N that are close").
@@ -93,18 +92,19 @@ class RankBasedSampler:
     `_positions[slot]` its position (−1 when not sampleable).
     """
 
+    settings = RankBasedReplaySettings
+
     def __init__(
         self,
         capacity: int,
         rng: np.random.Generator,
         *,
-        priority_exponent: float = 0.7,
-        resort_period: int = 1_000_000,
+        priority_exponent: float = RankBasedReplaySettings.priority_exponent,
+        resort_period: int = RankBasedReplaySettings.resort_period,
     ):
         if capacity < 1:
             raise ValueError(f"capacity must be at least 1, got {capacity}")
-        if resort_period < 1:
-            raise ValueError(f"resort_period must be at least 1, got {resort_period}")
+        self.settings.check("resort_period", resort_period)
         self._rng = rng
         self._keys = np.zeros(capacity, dtype=np.float64)
         self._slots = np.zeros(capacity, dtype=np.int64)
@@ -203,8 +203,7 @@ class RankBasedSampler:
 
     def set_priority_exponent(self, priority_exponent: float) -> None:
         """Changes α: retabulates the rank CDF (O(capacity)); ranks stay as they are."""
-        if not 0.0 <= priority_exponent < np.inf:
-            raise ValueError(f"priority_exponent must be finite and >= 0, got {priority_exponent}")
+        self.settings.check("priority_exponent", priority_exponent)
         self.priority_exponent = float(priority_exponent)
         self._cumulative = rank_cumulative_weights(self._keys.shape[0], self.priority_exponent)
         self._forget_partition()

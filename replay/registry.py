@@ -1,6 +1,7 @@
-"""The samplers by name: `replay.kind` in the config. A new sampler is one module, one line
-here and one `configs/replay/<kind>.yaml` whose keys are its constructor's arguments. The
-storages by what they forget when full: `replay.eviction`."""
+"""The samplers by name: `replay.kind` in the config. A new sampler is one module (naming its
+settings' schema, like `replay.settings`'), one line here and one `configs/replay/<kind>.yaml`
+on that schema's defaults (`- /<kind>_replay_settings@replay`: `training.config_defaults`).
+The storages by what they forget when full: `replay.eviction`."""
 
 import inspect
 from collections.abc import Mapping
@@ -10,8 +11,10 @@ import numpy as np
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
 from replay.sampler import Sampler, UniformSampler
+from replay.settings import ReplaySettings
 from replay.storage import FrameStorage, Storage
 from replay.transition_storage import TransitionStorage
+from schema import one_of
 
 SAMPLERS: dict[str, type] = {
     "uniform": UniformSampler,
@@ -24,24 +27,34 @@ STORAGES: dict[str, type] = {
 }
 
 
-def build_sampler(kind: str, settings: Mapping, rng: np.random.Generator) -> Sampler:
-    """The sampler `kind`, given the entries of `settings` named like its constructor's
-    arguments (the replay config holds the loop's replay keys too, e.g. β)."""
-    if kind not in SAMPLERS:
-        raise ValueError(f"replay.kind={kind} is not allowed: must be one of {', '.join(SAMPLERS)}")
-    sampler_class = SAMPLERS[kind]
-    names = inspect.signature(sampler_class).parameters
-    arguments = {name: settings[name] for name in names if name in settings and name != "rng"}
-    return sampler_class(rng=rng, **arguments)
+def sampler_class(kind: str) -> type:
+    one_of(SAMPLERS).check("replay.kind", kind)
+    return SAMPLERS[kind]
+
+
+def replay_settings(section: Mapping, complete: bool = False) -> ReplaySettings:
+    """A replay section (`kind` and the settings of its sampler's schema, `Schema.of`) as its
+    sampler's settings, every value checked: a one-line ValueError names the first key that
+    is not allowed."""
+    schema = sampler_class(section.get("kind")).settings
+    settings = schema.of(section, also=("kind",), complete=complete)
+    storage_class(settings.eviction)
+    return settings
+
+
+def build_sampler(kind: str, section: Mapping, rng: np.random.Generator) -> Sampler:
+    """The sampler `kind`, given the replay settings of `section` (`replay_settings`) that
+    its constructor takes."""
+    settings = replay_settings({**section, "kind": kind})
+    names = inspect.signature(SAMPLERS[kind]).parameters
+    arguments = {name: getattr(settings, name) for name in names if name != "rng"}
+    return SAMPLERS[kind](rng=rng, **arguments)
 
 
 def storage_class(eviction: str) -> type:
     """The storage that forgets by `eviction`: `fifo` (the frame ring, the paper's) or
     `lowest_priority` (whole transitions, the lowest raw priority forgotten first)."""
-    if eviction not in STORAGES:
-        raise ValueError(
-            f"replay.eviction={eviction} is not allowed: must be one of {', '.join(STORAGES)}"
-        )
+    one_of(STORAGES).check("replay.eviction", eviction)
     return STORAGES[eviction]
 
 

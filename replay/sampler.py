@@ -1,8 +1,10 @@
 """The sampler protocol, the one polymorphic seam of the replay, and the uniform sampler."""
 
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
+
+from replay.settings import ReplaySettings
 
 
 class Sampler(Protocol):
@@ -18,7 +20,12 @@ class Sampler(Protocol):
     own business). `max_priority` is what a new slot gets: the largest raw priority ever passed
     to `update`, 1 before any (always 1 for a sampler that ignores priorities); it never
     decreases, and `priorities()` holds no larger value.
+
+    `settings` is the schema of the replay section for this sampler (`replay.settings`): its
+    constructor's keyword arguments are settings of it, named alike.
     """
+
+    settings: ClassVar[type[ReplaySettings]]
 
     def add(self, index: int) -> None: ...
 
@@ -69,6 +76,8 @@ class UniformSampler:
     `_position[slot]` is its place there (−1 when absent), so add, remove and each draw are
     O(1). Every slot has priority 1, so probabilities are 1/N and importance weights are 1.
     """
+
+    settings = ReplaySettings
 
     def __init__(self, capacity: int, rng: np.random.Generator):
         self._rng = rng

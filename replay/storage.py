@@ -98,7 +98,9 @@ class FrameStorage:
     zero mask in one asynchronous transfer (`_Staging`).
     """
 
-    def __init__(self, capacity: int, history_length: int = 4, frame_shape=(84, 84), device=None):
+    def __init__(
+        self, capacity: int, history_length: int, frame_shape: tuple[int, ...], device=None
+    ):
         if capacity < history_length + 2:
             raise ValueError(
                 f"replay.capacity={capacity} must be at least history_length + 2 = "

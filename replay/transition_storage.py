@@ -38,7 +38,7 @@ class TransitionStorage:
     slot.
     """
 
-    def __init__(self, capacity: int, history_length: int = 4, frame_shape=(84, 84)):
+    def __init__(self, capacity: int, history_length: int, frame_shape: tuple[int, ...]):
         if capacity < 1:
             raise ValueError(f"replay.capacity={capacity} must be at least 1")
         self.capacity = capacity

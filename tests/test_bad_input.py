@@ -333,9 +333,8 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(outcomes, case):
     [
         (
             "replay=sorted",
-            "In 'config': Could not find 'replay/sorted'\n\nAvailable options in 'replay':\n".join(
-                f"\t{preset}\n" for preset in PRESETS
-            ),
+            "In 'config': Could not find 'replay/sorted'\n\nAvailable options in 'replay':\n"
+            + "".join(f"\t{preset}\n" for preset in PRESETS),
         ),
         (
             "replay.capcity=5",

@@ -178,7 +178,7 @@ def test_a_replay_larger_than_the_memory_is_refused_before_allocating(monkeypatc
 
 @pytest.mark.parametrize("replay", REPLAYS)
 def test_every_key_of_every_replay_preset_is_known(replay):
-    """The known-key check reads the config files; a key added with + is refused."""
+    """Every key of a preset is a setting of its sampler's schema; one added with + is not."""
     validate_config(config(f"replay={replay}"))
     with pytest.raises(ValueError, match=r"^replay\.capcity is not a setting; replay has: "):
         validate_config(config(f"replay={replay}", "+replay.capcity=5"))

@@ -26,9 +26,9 @@ Invariants that make it crash-safe:
   the writes, in a thread: zlib releases the GIL) and checked as the copy is read back, so
   bytes changed on disk are refused rather than trained on.
 So whatever moment a process is killed at, or a write fails at, every state file still present
-either loads with its exact frames or is detected as unusable. With `keep` >= 2 one complete
-checkpoint always survives a failed save; with `keep` = 1 the old one is gone before the new
-one is complete.
+either loads with its exact frames or is detected as unusable. `keep` is at least 2
+(`CheckpointSettings`), so one complete checkpoint always survives a failed save: with one the
+old one would be gone before the new one is complete.
 """
 
 import json
@@ -44,6 +44,7 @@ import torch
 
 from artifacts.atomic import CHUNK_BYTES, fsync_directory, torch_bytes, write_all, write_atomically
 from artifacts.header import Header
+from training.settings import CheckpointSettings
 
 CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames covered by one CRC-32 (whole slots)
 CHECKPOINT = Header("per-atari-checkpoint", 1, "checkpoint")
@@ -96,9 +97,8 @@ def _frames_copy(state_file: Path) -> int:
 class CheckpointStore:
     """The `keep` newest checkpoints of one run, in `directory`."""
 
-    def __init__(self, directory: Path, keep: int = 2):
-        if keep < 1:
-            raise ValueError(f"checkpoint.keep={keep} is not allowed: must be at least 1")
+    def __init__(self, directory: Path, keep: int = CheckpointSettings.keep):
+        CheckpointSettings.check("keep", keep)
         self.directory = Path(directory)
         self.keep = keep
         # Frame copies known to hold this run's own history: those of the state files found

@@ -106,9 +106,9 @@ class Training:
     def run(self) -> int | None:
         """Train until the last step or a stop request; returns the signal that stopped it."""
         t, r, agent = self.cfg.train, self.cfg.replay, self.parts.agent
+        # Only prioritized kinds have an α (`replay.settings`), and anneal it when it has an end.
         annealed_alpha = getattr(r, "priority_exponent_final", None) is not None
-        # Runs stored before the key existed changed α once per log period; they still do.
-        alpha_period = getattr(r, "priority_exponent_period_steps", t.log_period_steps)
+        alpha_period = r.priority_exponent_period_steps if annealed_alpha else None
         try:
             self.periodic_test.resume(agent, self.step, self.progress.writer)
             while self.step < t.total_steps and self.stop.signal is None:

@@ -174,11 +174,7 @@ class PeriodicTest:
 
     def load_state_dict(self, state: dict) -> None:
         self.best_score = float(state["best_score"])
-        pending = state.get("pending_test_steps")
-        if pending is None:  # checkpoints from before the worker: one step, or None
-            old = state.get("pending_test_step")
-            pending = [] if old is None else [old]
-        self.pending_steps = [int(step) for step in pending]
+        self.pending_steps = [int(step) for step in state["pending_test_steps"]]
 
     def _agent_file(self, step: int) -> Path:
         return self.agent_files / f"step-{step:012d}.pt"
@@ -217,7 +213,7 @@ class PeriodicTest:
     ) -> None:
         """Log the test at `step` and keep its agent, which `save(path, score)` writes."""
         cfg, frames = self.cfg, step * self.cfg.env.frame_skip
-        human_reference = environment_kind(getattr(cfg.env, "kind", None)).has_human_reference
+        human_reference = environment_kind(cfg.env.kind).has_human_reference
         summary = result.summary(cfg.env.game, "noop" if human_reference else None)
         for name, value in summary.items():
             writer.add_scalar(f"eval/{name}", value, step)

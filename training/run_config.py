@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
 from artifacts.run_directory import RunDirectory
+from artifacts.upgrade import upgrade_config
 from envs.registry import environment_kind
 from training.checkpoints import CheckpointStore
 from training.run_guard import RunDirectoryError
@@ -23,37 +24,14 @@ from training.validation import check_disk, check_replay_group, validate_config
 _STARTED_NS = time.time_ns()
 
 
-# Settings added after some runs were stored, with the value that continues such a run the way
-# it ran (a run from before `train.life_loss` only stopped bootstrapping at a lost life).
-ADDED_SETTINGS = {
-    "threads": "auto",
-    "env.kind": "atari",
-    "train.life_loss": "stop_bootstrap",
-    "agent.pipelined": False,
-    "agent.cuda_graphs": True,
-    "evaluation.worker": False,  # runs from before the worker keep their inline test
-    "agent.network": "nature",
-    "agent.target_rule": "double_dqn",
-    "agent.optimizer": "deepmind_rmsprop",
-    "replay.importance_exponent_final_step": None,
-}
-
-
 # Settings a resumed run may change, as they change no result beyond float rounding: a requeued
 # job that lands on a GPU where CUDA graphs fail can go on without them.
 CHANGEABLE_ON_RESUME = ("agent.cuda_graphs",)
 
 
 def load_stored_config(path: Path) -> DictConfig:
-    """A run's config.yaml, completed with the settings added since it was written."""
-    stored = OmegaConf.load(path)
-    for key, value in ADDED_SETTINGS.items():
-        if OmegaConf.select(stored, key, default="missing") == "missing":
-            OmegaConf.update(stored, key, value)
-    game = OmegaConf.select(stored, "env.game")
-    if isinstance(game, str):  # runs from before the game was stored as its ROM id
-        stored.env.game = environment_kind(stored.env.get("kind")).game_id(game)
-    return stored
+    """A run's config.yaml as this version writes it (`artifacts.upgrade`)."""
+    return OmegaConf.create(upgrade_config(OmegaConf.to_container(OmegaConf.load(path))))
 
 
 def _record(cfg: DictConfig) -> dict:
@@ -134,11 +112,12 @@ def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
 
 def remove_created_directories(run_dir: Path) -> None:
     """Undo Hydra's `mkdir -p` of the run directory for a refused run: remove it and then its
-    parents while they are empty and were modified after this process started. A directory
-    made before the command stays; an empty parent that existed before goes too (creating the
-    run directory in it changed its time)."""
-    directory = run_dir.absolute()
-    while directory != directory.parent:
+    parents while they are empty and were modified after this process started, up to the
+    working directory. A directory made before the command stays; an empty parent that existed
+    before goes too (creating the run directory in it changed its time), unless it is the
+    working directory or above it."""
+    directory, working = run_dir.absolute(), Path.cwd()
+    while directory != directory.parent and not working.is_relative_to(directory):
         try:
             if directory.stat().st_mtime_ns < _STARTED_NS or any(directory.iterdir()):
                 return
@@ -150,17 +129,18 @@ def remove_created_directories(run_dir: Path) -> None:
 
 def check_run(cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True):
     """Every check of a run's config before anything is built, in train.py and, for each job,
-    before a sweep starts: the settings, the game (resolved to its id in `cfg`), the run
-    directory, the replay group of a fresh run, and, for a run that will run on this machine
-    and is not finished, the disk its checkpoints need. Returns whether the run is finished
+    before a sweep starts: the replay group of a fresh run (first: with another group's kind
+    its settings are another sampler's), the settings, the game (resolved to its id in
+    `cfg`), the run directory and, for a run that will run on this machine and is not
+    finished, the disk its checkpoints need. Returns whether the run is finished
     (its final snapshot written at its last step): resuming it would only rewrite its
     results. A refusal is a one-line ValueError."""
-    validate_config(cfg, this_machine)
-    # The game is resolved once: the stored config and everything after use its id.
-    cfg.env.game = environment_kind(cfg.env.get("kind")).game_id(cfg.env.game)
-    check_run_directory(run_dir, cfg)
     if cfg.resume is None:
         check_replay_group(cfg, replay_group)
+    validate_config(cfg, this_machine)
+    # The game is resolved once: the stored config and everything after use its id.
+    cfg.env.game = environment_kind(cfg.env.kind).game_id(cfg.env.game)
+    check_run_directory(run_dir, cfg)
     run = RunDirectory(run_dir)
     done = run.final_snapshot.is_file() and CheckpointStore(run.checkpoints).latest_step() == (
         cfg.train.total_steps

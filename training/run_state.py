@@ -1,13 +1,12 @@
 """A run's complete state between two steps, as plain data for a checkpoint, and back."""
 
 import dataclasses
-import os
 from types import SimpleNamespace
 
 import torch
 
 from agents.updates import LearnStats, PendingLearn
-from envs.registry import DEFAULT_KIND
+from artifacts.upgrade import upgrade_checkpoint_state
 from training.checkpoints import CheckpointError
 from training.plain_config import select
 
@@ -20,30 +19,28 @@ IDENTITY_KEYS = (
     "agent.history_length",
     "replay.kind",
     "replay.capacity",
-    "replay.eviction",  # the storage's layout (absent, None, in runs from before the key)
+    "replay.eviction",  # the storage's layout
 )
 
 
 def run_identity(cfg: SimpleNamespace) -> dict:
     """The values of `IDENTITY_KEYS` in a run config (or a checkpoint's record of them)."""
-    identity = {key: select(cfg, key) for key in IDENTITY_KEYS}
-    identity["env.kind"] = identity["env.kind"] or DEFAULT_KIND  # runs from before env.kind
-    return identity
+    return {key: select(cfg, key) for key in IDENTITY_KEYS}
 
 
-def check_resumable(checkpoint: dict, cfg: SimpleNamespace) -> None:
-    """One line, before anything is built, when the checkpoint belongs to another run (its
-    replay kind, memory size, game...) and could not be loaded."""
-    stored = checkpoint["state"].get("identity")
-    if stored is None:  # written before checkpoints recorded it
-        return
-    stored = {"env.kind": DEFAULT_KIND, **stored}  # checkpoints from before env.kind
-    for key, here in run_identity(cfg).items():
-        if stored.get(key) != here:
+def resumable(checkpoint: dict, cfg: SimpleNamespace) -> dict:
+    """The checkpoint, its state as this version writes it (`artifacts.upgrade`); one line,
+    before anything is built, when it belongs to another run (its replay kind, memory size,
+    game...) and could not be loaded."""
+    here = run_identity(cfg)
+    stored = upgrade_checkpoint_state(checkpoint["state"], here)["identity"]
+    for key, value in here.items():
+        if stored.get(key) != value:
             raise CheckpointError(
                 f"checkpoint {checkpoint['path']} is of another run: {key} is "
-                f"{stored.get(key)} there, {here} here"
+                f"{stored.get(key)} there, {value} here"
             )
+    return checkpoint
 
 
 def capture_run_state(training) -> dict:
@@ -68,16 +65,9 @@ def capture_run_state(training) -> dict:
 
 
 def threads_run_with(checkpoint: dict | None) -> int | None:
-    """The torch thread count of the run a checkpoint belongs to (None: a fresh run).
-    Checkpoints from before the record ran `threads: auto` as OMP_NUM_THREADS where set, else
-    half the cores (at most 8), which is what they resume with."""
-    if checkpoint is None:
-        return None
-    recorded = checkpoint["state"].get("torch_threads")
-    if recorded is not None:
-        return int(recorded)
-    omp = os.environ.get("OMP_NUM_THREADS", "")
-    return max(1, int(omp)) if omp.isdigit() else max(1, min(8, len(os.sched_getaffinity(0)) // 2))
+    """The torch thread count of the run a `resumable` checkpoint belongs to (None: a fresh
+    run)."""
+    return None if checkpoint is None else int(checkpoint["state"]["torch_threads"])
 
 
 def restore_run_state(training, state: dict) -> None:
@@ -93,7 +83,7 @@ def restore_run_state(training, state: dict) -> None:
     for name, rng in parts.rngs.items():
         rng.bit_generator.state = state["rngs"][name]
     torch.set_rng_state(state["torch_rng"])
-    learning = state.get("learning")  # None: nothing in flight (always outside pipelined mode)
+    learning = state["learning"]  # None: nothing in flight (always outside pipelined mode)
     if learning is not None:
         batch = SimpleNamespace(indices=learning["indices"], weights=learning["weights"])
         pending = PendingLearn.finished(LearnStats(**learning["stats"]))

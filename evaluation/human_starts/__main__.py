@@ -27,10 +27,10 @@ import numpy as np
 
 from artifacts.command_line import unwritable_reason
 from artifacts.run_directory import RunDirectory
-from envs.atari import make_env
 from envs.games import resolve_game
 from envs.registry import environment_kind
-from evaluation.arguments import check_arguments_of, parse_arguments
+from envs.settings import AtariSettings
+from evaluation.arguments import parse_arguments
 from evaluation.human_starts.recording import play_trajectories, record_trajectories
 from evaluation.human_starts.sampling import sample_start_states
 from evaluation.human_starts.start_state_file import (
@@ -40,6 +40,7 @@ from evaluation.human_starts.start_state_file import (
 )
 from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
+from evaluation.runs import BARE_SNAPSHOT_ENV
 
 SAMPLE_DEFAULTS = {
     "out": None,
@@ -128,11 +129,11 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     for key, (valid, allowed) in PLAY_RULES.items():
         if not valid(options[key]):
             raise ValueError(f"{key}={options[key]} is not allowed: must be {allowed}")
-    check_arguments_of(make_env, options["env"], "env", skip=("seed",))
+    AtariSettings.of(options["env"])
     out = Path(options["out"])
     check_output("out", out)
     snapshot, run_env = find_agent(paths[0], options["snapshot"])
-    environment = environment_kind(run_env.get("kind"))
+    environment = environment_kind(run_env["kind"])
     if not environment.has_human_reference:  # trajectory files log ALE actions: Atari only
         raise ValueError(
             f"play is not available for env.kind={run_env['kind']}: the {environment.family} "
@@ -163,8 +164,8 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
 
 
 def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
-    """The snapshot file to play and its run's make_env arguments ({} for a snapshot outside a
-    run directory: the paper's env for its game)."""
+    """The snapshot file to play and its run's env settings (`BARE_SNAPSHOT_ENV` for a snapshot
+    outside a run directory: the paper's env for its game)."""
     if path.is_file():
         run, file = RunDirectory(path.parent), path
     elif RunDirectory(path).config_file.is_file():
@@ -180,7 +181,7 @@ def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
         raise ValueError(
             f"{path} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
         )
-    return file, (run.env if run.config_file.is_file() else {})
+    return file, (run.env if run.config_file.is_file() else dict(BARE_SNAPSHOT_ENV))
 
 
 def verify_command(paths: list[Path]) -> str:

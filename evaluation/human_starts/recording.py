@@ -20,6 +20,7 @@ import numpy as np
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env
+from envs.settings import AtariSettings
 from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
 
 
@@ -123,7 +124,7 @@ def play_trajectories(
     trajectory log (one action per frame) whose replay is exactly these games, unclipped scores
     included. Raises ValueError for sticky actions (the emulator would sometimes repeat the
     previous action instead of the logged one) or an agent whose actions do not fit the env."""
-    sticky = env_kwargs.get("repeat_action_probability", 0.0)
+    sticky = env_kwargs.get("repeat_action_probability", AtariSettings.repeat_action_probability)
     if sticky:
         raise ValueError(
             f"env.repeat_action_probability={sticky}: a game with sticky actions cannot be "

@@ -80,7 +80,8 @@ class LookupQ(nn.Module):
 
 
 def make_agent(seed=0, num_actions=4, device="cpu", **kwargs) -> DoubleDQN:
-    return DoubleDQN(num_actions, rng=np.random.default_rng(seed), device=device, **kwargs)
+    arguments = {"frame_shape": (84, 84), "batch_size": 32, **kwargs}
+    return DoubleDQN(num_actions, rng=np.random.default_rng(seed), device=device, **arguments)
 
 
 # Hand-built case, 3 actions, discount 0.5. Rows 0-3 are S_j, rows 4-7 are S_{j+1}. The online
@@ -374,6 +375,24 @@ def test_the_minatar_agent_learns_on_minatar_states():
     assert 0 <= agent.policy.act(batch.states[0], epsilon=0.0) < 6
     with pytest.raises(ValueError, match=r"batch\.all_states must be uint8 \(16, 1, 4, 10, 10\)"):
         agent.learn(random_batch())
+
+
+@pytest.mark.parametrize(
+    "setting,value,allowed",
+    [
+        ("learning_rate", 0.0, "a number > 0"),
+        ("rmsprop_decay", 1.0, "in [0, 1)"),
+        ("rmsprop_epsilon", 0.0, "a number > 0"),
+        ("discount", 1.5, "in [0, 1]"),
+    ],
+)
+def test_bad_optimizer_and_target_settings_are_refused_by_the_agent_settings(
+    setting, value, allowed
+):
+    """The rules of the agent section's schema, the same the up-front validation applies."""
+    with pytest.raises(ValueError) as error:
+        make_agent(**{setting: value})
+    assert str(error.value) == f"agent.{setting}={value} is not allowed: must be {allowed}"
 
 
 @pytest.mark.parametrize(

@@ -166,7 +166,7 @@ def test_it_changes_neither_the_network_nor_the_optimizer():
 
 def test_more_than_one_parameter_group_is_refused():
     network = TinyQ()
-    optimizer = CenteredRMSProp([network.head.weight], lr=0.01)
+    optimizer = CenteredRMSProp([network.head.weight], lr=0.01, decay=0.95, epsilon=0.01)
     optimizer.add_param_group({"params": [network.bias]})
     with pytest.raises(ValueError, match="one parameter group"):
         parameter_change_norms(network, optimizer, *case(network, 2, seed=11), 1.0)
@@ -182,7 +182,12 @@ NEEDS_INTEGRATION = pytest.mark.skipif(
 def test_learn_returns_the_norms_of_its_own_update_when_asked():
     rng = np.random.default_rng(12)
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(13), device="cpu", compute_parameter_change_norms=True
+        4,
+        rng=np.random.default_rng(13),
+        device="cpu",
+        compute_parameter_change_norms=True,
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     batch_size = 5
     all_states = rng.integers(0, 256, (2 * batch_size, 4, 84, 84), dtype=np.uint8)
@@ -196,7 +201,12 @@ def test_learn_returns_the_norms_of_its_own_update_when_asked():
         rng.uniform(0.2, 1.0, batch_size).astype(np.float32),
     )
     before = DoubleDQN(  # the agent as it was: the same seed
-        4, rng=np.random.default_rng(13), device="cpu", compute_parameter_change_norms=True
+        4,
+        rng=np.random.default_rng(13),
+        device="cpu",
+        compute_parameter_change_norms=True,
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     stats = agent.learn(batch)
     td_errors = torch.from_numpy(stats.td_errors)
@@ -214,7 +224,9 @@ def test_learn_returns_the_norms_of_its_own_update_when_asked():
     )
     np.testing.assert_allclose(stats.parameter_change_norms, expected.numpy(), rtol=1e-4)
     assert (
-        DoubleDQN(4, rng=np.random.default_rng(13), device="cpu")
+        DoubleDQN(
+            4, rng=np.random.default_rng(13), device="cpu", frame_shape=(84, 84), batch_size=32
+        )
         .learn(batch)
         .parameter_change_norms
         is None

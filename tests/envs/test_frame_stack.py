@@ -9,7 +9,7 @@ def frame(value, shape=(84, 84)):
 
 
 def test_reset_pads_with_zeros_not_the_first_frame():
-    stack = FrameStack()
+    stack = FrameStack(4, (84, 84))
     state = stack.reset(frame(7))
     assert state.shape == (4, 84, 84) and state.dtype == np.uint8
     np.testing.assert_array_equal(state[:3], 0)
@@ -17,7 +17,7 @@ def test_reset_pads_with_zeros_not_the_first_frame():
 
 
 def test_push_shifts_oldest_first_newest_last():
-    stack = FrameStack()
+    stack = FrameStack(4, (84, 84))
     stack.reset(frame(1))
     expected = [[0, 0, 1, 2], [0, 1, 2, 3], [1, 2, 3, 4], [2, 3, 4, 5], [3, 4, 5, 6]]
     for value, firsts in zip(range(2, 7), expected, strict=True):
@@ -30,7 +30,7 @@ def test_push_shifts_oldest_first_newest_last():
 def test_frames_keep_their_pixels():
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 256, size=(6, 84, 84), dtype=np.uint8)
-    stack = FrameStack()
+    stack = FrameStack(4, (84, 84))
     stack.reset(frames[0])
     for f in frames[1:]:
         state = stack.push(f)
@@ -38,7 +38,7 @@ def test_frames_keep_their_pixels():
 
 
 def test_reset_mid_episode_clears_history():
-    stack = FrameStack()
+    stack = FrameStack(4, (84, 84))
     stack.reset(frame(1))
     for value in (2, 3, 4, 5):
         stack.push(frame(value))
@@ -47,7 +47,7 @@ def test_reset_mid_episode_clears_history():
 
 
 def test_returned_states_are_copies():
-    stack = FrameStack()
+    stack = FrameStack(4, (84, 84))
     first = stack.reset(frame(1))
     second = stack.push(frame(2))
     stack.push(frame(3)).fill(255)
@@ -67,7 +67,7 @@ BAD_FRAMES = [np.zeros((84,), np.uint8), np.zeros((84, 84, 1), np.uint8), np.zer
 
 @pytest.mark.parametrize("bad", BAD_FRAMES)
 def test_rejects_frames_that_would_broadcast_or_cast(bad):
-    stack = FrameStack()
+    stack = FrameStack(4, (84, 84))
     with pytest.raises(ValueError, match="uint8 frame of shape"):
         stack.reset(bad)
     with pytest.raises(ValueError, match="uint8 frame of shape"):

@@ -196,9 +196,14 @@ def test_same_seed_same_episode_different_seed_differs():
 def test_bad_arguments_are_value_errors():
     with pytest.raises(ValueError, match="unknown game 'brekout'"):
         make_lean_env("brekout", seed=0)
-    for bad in ({"frame_skip": 0}, {"noop_max": -1}, {"max_episode_frames": -1}):
-        with pytest.raises(ValueError, match=f"{next(iter(bad))} must be >="):
-            make_lean_env("pong", seed=0, **bad)
+    for key, value, allowed in (
+        ("frame_skip", 0, "a positive integer"),
+        ("noop_max", -1, "an integer >= 0"),
+        ("max_episode_frames", -1, "an integer >= 0"),
+    ):
+        with pytest.raises(ValueError) as error:
+            make_lean_env("pong", seed=0, **{key: value})
+        assert str(error.value) == f"env.{key}={value} is not allowed: must be {allowed}"
 
 
 def play_on(env, actions):

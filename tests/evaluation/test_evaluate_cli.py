@@ -37,7 +37,9 @@ def make_run(directory: Path, seed: int, replay: str = "uniform") -> Path:
         )
     directory.mkdir(parents=True)
     (directory / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    agent = DoubleDQN(6, rng=np.random.default_rng(seed), device="cpu")
+    agent = DoubleDQN(
+        6, rng=np.random.default_rng(seed), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     for name, score in (("agent_best.pt", -20.0), ("agent_latest.pt", -21.0)):
         save_agent_snapshot(
             directory / name, agent, game="pong", step=10_000, frames=40_000, score=score
@@ -144,9 +146,9 @@ def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, c
             "protocol=human is not allowed: must be one of noop, human_starts, episodes",
         ),
         (["protocol=human_starts"], "protocol=human_starts needs start_states="),
-        (["env.frame_skp=3"], "env.frame_skp is not a make_env argument"),
-        (["env.difficulty_ramping=false"], "env.difficulty_ramping is not a make_env argument"),
-        (["env.frame_skip=four"], "env.frame_skip=four is not allowed: must be of type int"),
+        (["env.frame_skp=3"], "env.frame_skp is not a setting; env has: frame_skip"),
+        (["env.difficulty_ramping=false"], "env.difficulty_ramping is not a setting; env has: "),
+        (["env.frame_skip=four"], "env.frame_skip=four is not allowed: must be a positive integer"),
         (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
         (["snapshot=final"], "snapshot=final is not allowed: must be one of best, latest"),
         (["output=/dev/null/out"], "output=/dev/null/out cannot be used: /dev/null is a file"),

@@ -37,6 +37,7 @@ def minatar_agent(seed: int = 0) -> DoubleDQN:
         network="minatar",
         target_rule="dqn",
         optimizer="torch_rmsprop",
+        batch_size=32,
     )
 
 
@@ -147,11 +148,11 @@ def test_the_episodes_protocol_plays_with_the_runs_test_epsilon_unless_overridde
         ),
         (
             ["env.noop_max=5"],
-            "env.noop_max is not a make_minatar_env argument: allowed are difficulty_ramping, "
-            "frame_skip, game, max_episode_frames, repeat_action_probability",
+            "env.noop_max is not a setting; env has: difficulty_ramping, frame_skip, game, "
+            "max_episode_frames, repeat_action_probability",
         ),
-        (["env.screen_size=84"], "env.screen_size is not a make_minatar_env argument"),
-        (["env.frame_skip=two"], "env.frame_skip=two is not allowed: must be of type int"),
+        (["env.screen_size=84"], "env.screen_size is not a setting; env has: "),
+        (["env.frame_skip=two"], "env.frame_skip=two is not allowed: must be a positive integer"),
     ],
 )
 def test_what_minatar_cannot_do_is_one_line_before_anything_is_played_or_written(

@@ -32,7 +32,9 @@ def run_dir(tmp_path_factory):
         "env": {"game": "Pong", "max_episode_frames": CAP},
     }
     (directory / "config.yaml").write_text(yaml.safe_dump(config))
-    agent = DoubleDQN(6, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        6, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     save_agent_snapshot(
         directory / "agent_best.pt", agent, game="pong", step=10_000, frames=40_000, score=-21.0
     )
@@ -152,8 +154,11 @@ def test_each_action_is_logged_as_its_ale_id_once_per_frame_after_the_noops():
         (["snapshot=final"], "has no agent_final.pt (snapshot=final); snapshots present: agent_b"),
         (["snapshot=worst"], "snapshot=worst is not allowed: must be one of best, latest, final"),
         (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
-        (["env.bogus=1"], "env.bogus is not a make_env argument: allowed are frame_skip, "),
-        (["env.max_episode_frames=abc"], "env.max_episode_frames=abc is not allowed: must be of"),
+        (["env.bogus=1"], "env.bogus is not a setting; env has: frame_skip, "),
+        (
+            ["env.max_episode_frames=abc"],
+            "env.max_episode_frames=abc is not allowed: must be an integer >= 0",
+        ),
         (["env.repeat_action_probability=0.25"], "sticky actions cannot be logged exactly"),
         (["env.full_action_space=true"], "the agent has 6 actions, the env 18"),
         (["env.game=breakout"], "agent_best.pt is an agent for pong, not breakout"),

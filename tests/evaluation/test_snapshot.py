@@ -12,7 +12,13 @@ from evaluation.snapshot import load_agent_snapshot
 
 
 def make_agent(seed=0, num_actions=6):
-    return DoubleDQN(num_actions, rng=np.random.default_rng(seed), device="cpu")
+    return DoubleDQN(
+        num_actions,
+        rng=np.random.default_rng(seed),
+        device="cpu",
+        frame_shape=(84, 84),
+        batch_size=32,
+    )
 
 
 def test_round_trip_keeps_weights_metadata_and_greedy_actions(tmp_path):
@@ -43,6 +49,7 @@ def test_a_minatar_agent_comes_back_with_its_network_and_frame_shape(tmp_path):
         network="minatar",
         target_rule="dqn",
         optimizer="torch_rmsprop",
+        batch_size=32,
     )
     path = tmp_path / "agent_best.pt"
     save_agent_snapshot(path, agent, game="breakout", step=10, frames=10, score=1.0)

@@ -38,7 +38,7 @@ def recording():
     env = make_env("pong", seed=0, noop_max=0)
     minimal = [a.value for a in env.unwrapped.ale.getMinimalActionSet()]
     choices = np.random.default_rng(0).integers(0, len(minimal), STEPS)
-    stack, score = FrameStack(), 0.0
+    stack, score = FrameStack(4, (84, 84)), 0.0
     frame, _ = env.reset(seed=0)
     states = [stack.reset(frame)]
     for choice in choices:

@@ -33,6 +33,7 @@ def filled_buffer(
         batch_size,
         normalization,
         nonfinite_patience=3,
+        td_error_clip=1.0,
     )
     buffer.start_episode(frame(1))
     for t in range(2, steps + 2):
@@ -47,6 +48,7 @@ def proportional_buffer(signal: str, capacity=16, **options) -> ReplayBuffer:
     """A frame ring whose slots 0..4 hold transitions, drawn proportionally with α = 1."""
     storage = FrameStorage(capacity, history_length=4, frame_shape=(1, 1))
     sampler = ProportionalSampler(capacity, np.random.default_rng(0), priority_exponent=1.0)
+    options = {"td_error_clip": 1.0, **options}
     buffer = ReplayBuffer(storage, sampler, 2, priority_signal=signal, **options)
     buffer.start_episode(frame(1))
     for t in range(2, 7):
@@ -160,7 +162,9 @@ def test_parameter_change_without_norms_is_a_one_line_error():
 def test_bad_signal_settings_are_one_line_errors_naming_the_key():
     with pytest.raises(ValueError, match="replay.priority_signal=loss is not allowed"):
         proportional_buffer("loss")
-    with pytest.raises(ValueError, match="replay.priority_epsilon=0.0 is not allowed: must be >"):
+    with pytest.raises(
+        ValueError, match="replay.priority_epsilon=0.0 is not allowed: must be a number > 0"
+    ):
         proportional_buffer("td_error", priority_epsilon=0.0)
 
 
@@ -182,7 +186,7 @@ def test_transitions_replaced_between_a_draw_and_its_update_keep_their_own_prior
     slots those steps rewrite hold other transitions by then and are left alone."""
     storage = FrameStorage(12, history_length=4, frame_shape=(1, 1))
     sampler = ProportionalSampler(12, np.random.default_rng(0), priority_exponent=1.0)
-    buffer = ReplayBuffer(storage, sampler, 2, priority_signal="td_error")
+    buffer = ReplayBuffer(storage, sampler, 2, priority_signal="td_error", td_error_clip=1.0)
     buffer.start_episode(frame(1))
     for t in range(2, 20):  # the ring has wrapped: slots 7..4 hold the 8 newest transitions
         buffer.add(0, 0.0, False, frame(t))

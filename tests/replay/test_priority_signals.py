@@ -19,7 +19,7 @@ NEVER = np.nan  # a previous δ of a transition never replayed before
 
 def test_td_error_priority_is_clipped_absolute_error_plus_epsilon():
     td_errors = np.array([0.0, 0.5, -0.5, 1.0, -3.0, 250.0], dtype=np.float32)
-    priorities = td_error_priorities(td_errors, priority_epsilon=0.25)
+    priorities = td_error_priorities(td_errors, priority_epsilon=0.25, td_error_clip=1.0)
     np.testing.assert_array_equal(priorities, [0.25, 0.75, 0.75, 1.25, 1.25, 1.25])
     assert priorities.dtype == np.float64
 
@@ -32,7 +32,9 @@ def test_td_error_priority_uses_the_given_clip():
 def test_td_error_change_is_the_change_of_the_clipped_error_between_replays():
     td_errors = np.array([0.5, -0.25, 2.0, -0.5, 0.75], dtype=np.float32)
     previous = np.array([0.25, -1.0, 0.5, 3.0, 0.75], dtype=np.float32)
-    priorities = td_error_change_priorities(td_errors, previous, priority_epsilon=0.125)
+    priorities = td_error_change_priorities(
+        td_errors, previous, priority_epsilon=0.125, td_error_clip=1.0
+    )
     # |0.5 − 0.25|, |0.25 − 1|, |min(2, 1) − 0.5|, |0.5 − min(3, 1)|, no change: then + ε.
     np.testing.assert_array_equal(priorities, [0.375, 0.875, 0.625, 0.625, 0.125])
     assert priorities.dtype == np.float64
@@ -48,9 +50,11 @@ def test_td_error_change_clips_both_errors_with_the_given_clip():
 def test_a_first_replay_counts_its_previous_error_as_zero_the_papers_priority():
     td_errors = np.array([0.5, -3.0, 0.0, 0.75])
     previous = np.array([NEVER, NEVER, NEVER, 0.25])
-    priorities = td_error_change_priorities(td_errors, previous, 0.125)
+    priorities = td_error_change_priorities(td_errors, previous, 0.125, td_error_clip=1.0)
     np.testing.assert_array_equal(priorities, [0.625, 1.125, 0.125, 0.625])
-    np.testing.assert_array_equal(priorities[:3], td_error_priorities(td_errors[:3], 0.125))
+    np.testing.assert_array_equal(
+        priorities[:3], td_error_priorities(td_errors[:3], 0.125, td_error_clip=1.0)
+    )
 
 
 def test_parameter_change_priority_is_the_norm_plus_epsilon():
@@ -61,8 +65,8 @@ def test_parameter_change_priority_is_the_norm_plus_epsilon():
 
 def test_signals_leave_their_inputs_alone():
     td_errors, previous = np.array([-2.0, 0.25]), np.array([NEVER, -0.5])
-    td_error_priorities(td_errors, 0.25)
-    td_error_change_priorities(td_errors, previous, 0.25)
+    td_error_priorities(td_errors, 0.25, td_error_clip=1.0)
+    td_error_change_priorities(td_errors, previous, 0.25, td_error_clip=1.0)
     np.testing.assert_array_equal(td_errors, [-2.0, 0.25])
     np.testing.assert_array_equal(previous, [NEVER, -0.5])
 

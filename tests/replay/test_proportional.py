@@ -51,7 +51,7 @@ def filled(capacity, td_errors, seed=0, **options):
     sampler = ProportionalSampler(capacity, np.random.default_rng(seed), **options)
     for slot in range(len(td_errors)):
         sampler.add(slot)
-    sampler.update(np.arange(len(td_errors)), td_error_priorities(np.asarray(td_errors), 0.01))
+    sampler.update(np.arange(len(td_errors)), td_error_priorities(np.asarray(td_errors), 0.01, 1.0))
     return sampler
 
 

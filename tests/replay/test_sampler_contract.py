@@ -253,7 +253,9 @@ def test_behind_a_buffer_the_sampler_holds_exactly_the_storages_sampleable_slots
     and forgets many times over, with a batch learned from every fourth step."""
     capacity, rng = 24, np.random.default_rng(7)
     storage = STORAGES[eviction](capacity, history_length=4, frame_shape=(1, 1))
-    buffer = ReplayBuffer(storage, make(kind, capacity), batch_size=8, priority_epsilon=0.01)
+    buffer = ReplayBuffer(
+        storage, make(kind, capacity), batch_size=8, priority_epsilon=0.01, td_error_clip=1.0
+    )
     buffer.start_episode(np.ones((1, 1), dtype=np.uint8))
     for step in range(600):
         next_frame = np.full((1, 1), step % 251, dtype=np.uint8)

@@ -140,7 +140,7 @@ def test_acting_side_state_equals_the_stored_state():
 
 def test_capacity_must_hold_a_stack_and_its_successor():
     with pytest.raises(ValueError, match="replay.capacity=5 must be at least"):
-        FrameStorage(capacity=5, history_length=4)
+        FrameStorage(capacity=5, history_length=4, frame_shape=(84, 84))
 
 
 def test_add_before_any_episode_is_an_error():

@@ -26,7 +26,7 @@ def write_run(run_dir: Path, game: str, kind: str, seed: int, scalars: dict) -> 
     run_dir.mkdir(parents=True)
     config = {
         "seed": seed,
-        "env": {"game": game},
+        "env": {"game": game, "frame_skip": 4},
         "replay": {"kind": kind},
         "train": {"total_steps": TOTAL_STEPS},
     }

@@ -30,7 +30,14 @@ def test_the_periodic_test_starts_its_worker_with_the_learners_cuda_graphs(
             pass
 
     monkeypatch.setattr(periodic_test, "EvaluationWorker", RecordingWorker)
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu", cuda_graphs=graphs)
+    agent = DoubleDQN(
+        4,
+        rng=np.random.default_rng(0),
+        device="cpu",
+        cuda_graphs=graphs,
+        frame_shape=(84, 84),
+        batch_size=32,
+    )
     make_periodic_test(tmp_path, worker=True).request(agent, 200, Writer())
     (settings,) = started
     assert (settings["device"], settings["cuda_graphs"]) == ("cpu", graphs)
@@ -49,7 +56,9 @@ def test_the_worker_builds_each_tested_agent_with_the_runs_cuda_graphs(
 
     monkeypatch.setattr(evaluation_worker, "load_agent_snapshot", recording_load)
     agent_file = tmp_path / "step-000000000200.pt"
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     save_agent_snapshot(agent_file, agent, game="breakout", step=200, frames=800, score=None)
     request_end, requests = os.pipe()
     results, result_end = os.pipe()
@@ -72,6 +81,8 @@ def test_a_test_played_inline_acts_through_the_learners_online_policy(tmp_path, 
         return SimpleNamespace(scores=np.zeros(1), mean=0.0, summary=lambda *_: {})
 
     monkeypatch.setattr(periodic_test, "play_test", recording_play)
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     make_periodic_test(tmp_path).request(agent, 200, Writer())
     assert played == [agent.online_policy()]

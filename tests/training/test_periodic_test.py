@@ -17,12 +17,14 @@ import torch
 
 from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import read_snapshot
+from artifacts.upgrade import upgrade_checkpoint_state
 from training import periodic_test
 from training.checkpoints import CheckpointError
 from training.evaluation_worker import EvaluationWorkerError
 from training.periodic_test import PeriodicTest
 
 ENV = dict(
+    kind="atari",
     game="breakout",
     frame_skip=4,
     screen_size=84,
@@ -48,7 +50,7 @@ def make_periodic_test(
     run_dir: Path, worker=False, epsilon=1.0, frames=1200, **env
 ) -> PeriodicTest:
     cfg = SimpleNamespace(
-        env=SimpleNamespace(**ENV, **env),
+        env=SimpleNamespace(**{**ENV, **env}),
         evaluation=SimpleNamespace(every_frames=800, frames=frames, epsilon=epsilon, worker=worker),
         checkpoint=SimpleNamespace(keep=2),
     )
@@ -57,7 +59,9 @@ def make_periodic_test(
 
 def test_episode_scores_are_logged_exactly_and_snapshots_kept(tmp_path):
     test, writer = make_periodic_test(tmp_path), Writer()
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     test.run(agent, 200, writer)
     scores = json.loads(writer.texts["eval/episode_scores", 200])
     assert len(scores) == writer.scalars["eval/episodes", 200] >= 1
@@ -67,7 +71,9 @@ def test_episode_scores_are_logged_exactly_and_snapshots_kept(tmp_path):
 
 def test_a_full_disk_keeps_the_previous_snapshot_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
     test = make_periodic_test(tmp_path)
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
 
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -86,7 +92,9 @@ def test_a_full_disk_keeps_the_previous_snapshot_and_the_run_goes_on(tmp_path, m
 
 
 def test_a_stop_interrupts_the_test_which_reruns_identically_when_the_run_resumes(tmp_path):
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     uninterrupted, writer = make_periodic_test(tmp_path / "a"), Writer()
     uninterrupted.run(agent, 200, writer)
 
@@ -105,10 +113,15 @@ def test_a_stop_interrupts_the_test_which_reruns_identically_when_the_run_resume
 
 
 def test_checkpoints_from_before_the_worker_resume_their_interrupted_test(tmp_path):
+    """Read as a resume reads them, through `artifacts.upgrade`."""
     test = make_periodic_test(tmp_path)
-    test.load_state_dict({"best_score": 2.0, "pending_test_step": 200})
+
+    def load(state: dict) -> None:
+        test.load_state_dict(upgrade_checkpoint_state({**state, "replay": {}}, identity={}))
+
+    load({"best_score": 2.0, "pending_test_step": 200})
     assert (test.best_score, test.pending_steps) == (2.0, [200])
-    test.load_state_dict({"best_score": -math.inf, "pending_test_step": None})
+    load({"best_score": -math.inf, "pending_test_step": None})
     assert (test.best_score, test.pending_steps) == (-math.inf, [])
     assert test.state_dict() == {"best_score": -math.inf, "pending_test_steps": []}
 
@@ -120,7 +133,12 @@ STEPS = (100, 200, 300)
 
 def agents() -> list[DoubleDQN]:
     """One agent per test, each with its own weights."""
-    return [DoubleDQN(4, rng=np.random.default_rng(seed), device="cpu") for seed in STEPS]
+    return [
+        DoubleDQN(
+            4, rng=np.random.default_rng(seed), device="cpu", frame_shape=(84, 84), batch_size=32
+        )
+        for seed in STEPS
+    ]
 
 
 def workers() -> list[int]:
@@ -205,7 +223,9 @@ def test_tests_pending_at_a_checkpoint_play_again_from_their_saved_agents(tmp_pa
     resumed, writer = make_periodic_test(tmp_path, worker=True, epsilon=0.2), Writer()
     resumed.rng.bit_generator.state = rng_state
     resumed.load_state_dict(state)
-    stranger = DoubleDQN(4, rng=np.random.default_rng(99), device="cpu")  # the files count
+    stranger = DoubleDQN(
+        4, rng=np.random.default_rng(99), device="cpu", frame_shape=(84, 84), batch_size=32
+    )  # the files count
     try:
         resumed.resume(stranger, STEPS[-1], writer)
         assert resumed.wait(writer)
@@ -221,7 +241,9 @@ def test_resuming_tidies_the_agent_files_and_needs_those_of_pending_tests(tmp_pa
     for name in [*names, "notes.txt"]:
         (directory / name).touch()
     test = make_periodic_test(tmp_path, worker=True)
-    agent = DoubleDQN(4, rng=np.random.default_rng(0), device="cpu")
+    agent = DoubleDQN(
+        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+    )
     test.resume(agent, 200, Writer())  # nothing pending: no worker is started
     # Beyond the checkpoint or half-written: of steps the resumed run plays again.
     assert sorted(p.name for p in directory.iterdir()) == ["notes.txt", names[0]]

@@ -1,29 +1,58 @@
-"""A run's stored config, read back: settings added since it was written get the values that
-continue the run as it ran."""
+"""A run's stored config and checkpoint state, read back as this version writes them
+(`artifacts.upgrade`): what was added since gets the value that continues the run as it ran."""
 
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from artifacts.upgrade import upgrade_checkpoint_state
 from training.run_config import load_stored_config
+from training.validation import validate_config
+
+ROOT = Path(__file__).resolve().parents[2]
+# config.yaml of a run started by the code of 607a4c6-967999d: python train.py
+# experiment=minatar_dqn env.game=breakout seed=0 threads=1
+MINATAR_RUN_CONFIG = Path(__file__).parent / "data" / "minatar_dqn_config.yaml"
+ADDED = {
+    "agent": {
+        "pipelined": False,
+        "cuda_graphs": True,
+        "network": "nature",
+        "target_rule": "double_dqn",
+        "optimizer": "deepmind_rmsprop",
+    },
+    "evaluation": {"worker": False},
+    "replay": {
+        "priority_signal": "td_error",
+        "priority_epsilon": 0.01,
+        "eviction": "fifo",
+        "device": "cpu",
+        "importance_exponent_final_step": None,
+    },
+}
 
 
 def test_a_config_from_before_later_settings_is_completed_as_it_ran(tmp_path):
     path = tmp_path / "config.yaml"
-    path.write_text("seed: 0\nenv:\n  game: Breakout\ntrain:\n  total_steps: 10\n")
+    path.write_text(
+        "seed: 0\nenv:\n  game: Breakout\nreplay:\n  kind: rank_based\n  priority_exponent: 0.7\n"
+        "train:\n  total_steps: 10\n  log_period_steps: 5\n"
+    )
     stored = load_stored_config(path)
     assert OmegaConf.to_container(stored) == {
+        **ADDED,
         "seed": 0,
-        "env": {"game": "breakout", "kind": "atari"},
-        "train": {"total_steps": 10, "life_loss": "stop_bootstrap"},
         "threads": "auto",
-        "agent": {
-            "pipelined": False,
-            "cuda_graphs": True,
-            "network": "nature",
-            "target_rule": "double_dqn",
-            "optimizer": "deepmind_rmsprop",
+        "env": {"game": "breakout", "kind": "atari"},
+        "train": {"total_steps": 10, "log_period_steps": 5, "life_loss": "stop_bootstrap"},
+        "replay": {
+            **ADDED["replay"],
+            "kind": "rank_based",
+            "priority_exponent": 0.7,
+            "priority_exponent_period_steps": 5,  # α changed once per log period
         },
-        "evaluation": {"worker": False},
-        "replay": {"importance_exponent_final_step": None},
     }
 
 
@@ -33,16 +62,48 @@ def test_settings_a_run_stored_are_kept(tmp_path):
         "threads: 2\nenv:\n  game: pong\n  kind: lean_atari\ntrain:\n  life_loss: new_episode\n"
     )
     assert OmegaConf.to_container(load_stored_config(path)) == {
+        **ADDED,
         "threads": 2,
         "env": {"game": "pong", "kind": "lean_atari"},
         "train": {"life_loss": "new_episode"},
-        "agent": {
-            "pipelined": False,
-            "cuda_graphs": True,
-            "network": "nature",
-            "target_rule": "double_dqn",
-            "optimizer": "deepmind_rmsprop",
-        },
-        "evaluation": {"worker": False},
-        "replay": {"importance_exponent_final_step": None},
     }
+
+
+def test_a_run_stored_since_minatar_reads_as_this_version_composes_its_command_line():
+    """Only the default of agent.cuda_graphs changed since (a setting a resume may change)."""
+    stored = load_stored_config(MINATAR_RUN_CONFIG)
+    validate_config(OmegaConf.merge(stored, {"resume": "runs/minatar/breakout/uniform/seed0"}))
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        overrides = ["experiment=minatar_dqn", "env.game=breakout", "seed=0", "threads=1"]
+        composed = OmegaConf.to_container(compose("config", overrides), resolve=True)
+    composed.pop("resume")
+    composed["agent"]["cuda_graphs"] = True
+    assert OmegaConf.to_container(stored) == composed
+
+
+def test_a_config_from_before_a_setting_the_upgrade_cannot_complete_is_refused(tmp_path):
+    """It would otherwise run at today's default: `evaluation.every_frames` came with 7ddb4ad."""
+    path = tmp_path / "config.yaml"
+    stored = OmegaConf.load(MINATAR_RUN_CONFIG)
+    del stored.evaluation.every_frames
+    OmegaConf.save(stored, path)
+    with pytest.raises(ValueError) as error:
+        validate_config(OmegaConf.merge(load_stored_config(path), {"resume": str(tmp_path)}))
+    assert str(error.value) == "evaluation.every_frames is not set"
+
+
+def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    identity = {"env.kind": "atari", "replay.eviction": "fifo", "replay.kind": "uniform"}
+    state = {"pending_test_step": 40, "replay": {"storage": {}}}
+    upgraded = upgrade_checkpoint_state(state, identity)
+    assert upgraded == {
+        "identity": identity,  # none recorded: taken for the resuming run's own
+        "torch_threads": 3,  # `threads: auto` ran as OMP_NUM_THREADS
+        "pending_test_steps": [40],
+        "learning": None,
+        "replay": {"storage": {}, "added_before_sample": None},
+    }
+    recorded = {"env.kind": None, "replay.eviction": None, "replay.kind": "uniform"}
+    state = {"identity": recorded, "torch_threads": 1, "pending_test_steps": [], "replay": {}}
+    assert upgrade_checkpoint_state(state, identity)["identity"] == identity

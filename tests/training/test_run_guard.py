@@ -30,6 +30,7 @@ def test_a_resumed_run_keeps_the_thread_count_it_ran_with(monkeypatch):
     """`auto` resumes with the checkpoint's count (a bit-identical resume needs it, whatever
     the machine); a number given on the command line wins. Checkpoints from before the record
     ran `auto` as half the cores."""
+    from artifacts.upgrade import upgrade_checkpoint_state
     from training.run_state import threads_run_with
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
@@ -39,5 +40,6 @@ def test_a_resumed_run_keeps_the_thread_count_it_ran_with(monkeypatch):
     assert threads_run_with({"state": {"torch_threads": 4}}) == 4
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(6)))
-    assert threads_run_with({"state": {}}) == 3
+    older = upgrade_checkpoint_state({"replay": {}}, identity={})
+    assert threads_run_with({"state": older}) == 3
     assert torch_threads("auto", threads_run_with(None)) == 6

@@ -1,0 +1,111 @@
+"""The run's own settings: the config's top level and its `train`, `evaluation` and
+`checkpoint` sections. Agent steps (`*_steps`) are `env.frame_skip` emulator frames each
+(`*_frames`); every default is the paper's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from schema import (
+    BOOLEAN,
+    FRACTION,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    Rule,
+    Schema,
+    is_integer,
+    none_or,
+    one_of,
+    refusal,
+    setting,
+)
+
+SEED_LIMIT = 2**63  # torch's and numpy's seeds are signed 64-bit integers
+# The bounds come from the other train settings (`TrainSettings.check_together`).
+LEARNING_START = Rule(
+    "an integer from train.batch_size to train.total_steps (a run with no update)", is_integer
+)
+# A whole number of agent steps; env.frame_skip is checked with the env (training.validation).
+EVERY_FRAMES = Rule("a positive multiple of env.frame_skip", POSITIVE_INTEGER.test)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings(Schema):
+    """The top level's settings beside the sections."""
+
+    seed: int = setting(
+        0,
+        rule=Rule(
+            f"an integer from 0 to {SEED_LIMIT - 1}",
+            lambda v: is_integer(v) and 0 <= v < SEED_LIMIT,
+        ),
+    )
+    # a run directory to continue from its last checkpoint
+    resume: str | None = setting(
+        None, rule=Rule("null or a run directory", lambda v: v is None or isinstance(v, str))
+    )
+    # torch CPU threads: auto (OMP_NUM_THREADS, else the cores, <= 8) or N, at most the cores
+    # this process may use (training.validation: the machine's)
+    threads: int | str = setting(
+        "auto",
+        rule=Rule("auto or a positive integer", lambda v: v == "auto" or POSITIVE_INTEGER.test(v)),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings(Schema):
+    section: ClassVar[str] = "train"
+
+    total_steps: int = setting(50_000_000, rule=POSITIVE_INTEGER)  # 200M frames
+    learning_start_steps: int = setting(50_000, rule=LEARNING_START)
+    update_period_steps: int = setting(4, rule=POSITIVE_INTEGER)
+    target_update_period_steps: int = setting(30_000, rule=POSITIVE_INTEGER)
+    batch_size: int = setting(32, rule=POSITIVE_INTEGER)
+    epsilon_start: float = setting(1.0, rule=FRACTION)
+    epsilon_final: float = setting(0.01, rule=FRACTION)
+    epsilon_decay_steps: int = setting(1_000_000, rule=NON_NEGATIVE_INTEGER)
+    reward_clip: float | None = setting(
+        1.0, rule=none_or(POSITIVE_NUMBER, "null (no clipping) or a number > 0")
+    )
+    # new_episode: a lost life ends the stored episode and 2-31 no-op frames follow (DeepMind's
+    # Lua code, the paper's); stop_bootstrap: it only stops bootstrapping (DQN Zoo).
+    life_loss: str = setting("new_episode", rule=one_of(("new_episode", "stop_bootstrap")))
+    log_period_steps: int = setting(10_000, rule=POSITIVE_INTEGER)
+    priority_histogram_period_steps: int = setting(250_000, rule=POSITIVE_INTEGER)
+
+    def check_together(self) -> None:
+        if not self.batch_size <= self.learning_start_steps <= self.total_steps:
+            key = self.key("learning_start_steps")
+            raise refusal(key, self.learning_start_steps, LEARNING_START.allowed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationSettings(Schema):
+    """The paper's periodic test (Appendix B.2.3)."""
+
+    section: ClassVar[str] = "evaluation"
+
+    every_frames: int = setting(1_000_000, rule=EVERY_FRAMES)
+    # per evaluation, no-op starts, episodes capped as in env
+    frames: int = setting(500_000, rule=POSITIVE_INTEGER)
+    epsilon: float = setting(0.01, rule=FRACTION)
+    # test in another process as training goes on (same scores); false: inline
+    worker: bool = setting(True, rule=BOOLEAN)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointSettings(Schema):
+    section: ClassVar[str] = "checkpoint"
+
+    # plus one at the end and one on SIGTERM/SIGINT
+    every_steps: int = setting(250_000, rule=POSITIVE_INTEGER)
+    # each kept checkpoint has its own on-disk copy of the replay
+    keep: int = setting(
+        2,
+        rule=Rule(
+            "an integer >= 2 (a complete checkpoint must survive a failed save)",
+            lambda v: is_integer(v) and v >= 2,
+        ),
+    )
