@@ -19,6 +19,11 @@ import torch
 # input, a lost update or a wrong constant changes.
 GRAPH_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 
+# The names of the kinds of captured call (the update, acting) whose graph gave up in this
+# process: the others of the kind, such as the policy the evaluation worker builds for each
+# test, would most likely fail alike, and each would warn again.
+GRAPHS_GIVEN_UP: set[str] = set()
+
 Replay = Callable[[], Any]
 # (function, inputs, the stream to capture on or None) -> the replay of the recorded call.
 Capture = Callable[[Callable, tuple, Any], Replay]
@@ -87,8 +92,9 @@ class CapturedCall:
     replays.
 
     A capture or first replay that raises, or a check that fails, prints one line (the cause,
-    then "continuing without CUDA graphs") and the call stays eager from then on. A capture
-    runs nothing, so the eager call gives the same result.
+    then "continuing without CUDA graphs") and the call stays eager from then on, as does
+    every call of the same `name` in this process (GRAPHS_GIVEN_UP), without trying or
+    warning again. A capture runs nothing, so the eager call gives the same result.
 
     Invariants: a graph is replayed only for the very tensor objects it was captured with, and
     only while `constants()` (the Python numbers `function` reads, which a graph bakes in)
@@ -127,6 +133,8 @@ class CapturedCall:
         self.eager_calls = 0
 
     def __call__(self, *inputs: torch.Tensor):
+        if self.name in GRAPHS_GIVEN_UP:
+            self.enabled = False
         if not self.enabled:
             return self._function()(*inputs)
         if self._replay is not None and not self._may_replay(inputs):
@@ -151,7 +159,7 @@ class CapturedCall:
             replay = self._capture(self._function(), inputs, self._own_stream())
             replayed = _clones([*_tensors(replay()), *state()])
         except Exception as error:  # capture and replay raise many types; all mean "eager"
-            self._give_up(_one_line(error))
+            self._give_up(error_line(error))
             _restore(state(), before)  # a replay may have run part-way
             return self._eager(inputs)
         _restore(state(), before)
@@ -166,6 +174,7 @@ class CapturedCall:
 
     def _give_up(self, cause: str) -> None:
         self.enabled = False
+        GRAPHS_GIVEN_UP.add(self.name)
         print(
             f"warning: the CUDA graph of {self.name} failed ({cause}): "
             "continuing without CUDA graphs",
@@ -232,6 +241,12 @@ def _difference(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> flo
     return largest
 
 
-def _one_line(error: Exception) -> str:
+def error_line(error: BaseException) -> str:
+    """The type and first line of the innermost error of `error`'s chain: the cause, where
+    ending a capture that an operation broke reports only that the capture was invalidated."""
+    chain = [error]
+    while (inner := chain[-1].__cause__ or chain[-1].__context__) and inner not in chain:
+        chain.append(inner)
+    error = chain[-1]
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__

@@ -16,7 +16,9 @@ runs a sweep). Pieces run one after another, never sharing the GPU, and each is 
 has run --piece-seconds (8 minutes): a piece that does not fit fails with one line and leaves
 nothing. Each piece writes one file, DIR/PIECE.json (its commands, printed tables and figures):
 six files at most. `--set KEY=VALUE` passes a Hydra override to every run of the pieces (it
-replaces a configuration's own value of KEY) and is recorded with them. The table's replay share
+replaces a configuration's own value of KEY) and is recorded with them; the table keeps a
+piece measured with other overrides apart, in a row of its own that names them (CUDA graphs
+beside the eager path). The table's replay share
 is replay add + sample + update_priorities over the whole step; prioritized over uniform
 compares `exact` with `uniform`. Prints figures; asserts nothing.
 """
@@ -162,14 +164,21 @@ def measure(args) -> None:
         print(f"{name}: {record['seconds']:.0f} s, saved in {args.out / f'{name}.json'}")
 
 
-def saved_pieces(sources: list[Path]) -> dict[str, dict]:
-    """The pieces saved in `sources` (folders of PIECE.json, or such files), by name; where a
-    piece was saved twice, the later source's."""
+Key = tuple[str, tuple[str, ...]]  # a saved piece: its name and its --set overrides
+
+
+def saved_pieces(sources: list[Path]) -> dict[Key, dict]:
+    """The pieces saved in `sources` (folders of PIECE.json, or such files), by name and
+    overrides; where a piece was saved twice with the same overrides, the later source's."""
     files = []
     for source in sources:
         files += sorted(source.glob("*.json")) if source.is_dir() else [source]
     records = [json.loads(path.read_text()) for path in files]
-    return {record["piece"]: record for record in records if record.get("piece") in PIECES}
+    return {
+        (record["piece"], tuple(record["set"])): record
+        for record in records
+        if record.get("piece") in PIECES
+    }
 
 
 def passes(record: dict) -> list[dict]:
@@ -182,33 +191,42 @@ def replay_share(figures: dict) -> float:
     return sum(rows[row] for row in REPLAY_ROWS) / figures["total_us_per_step"]
 
 
-def table(pieces: dict[str, dict]) -> str:
-    """The markdown table of the saved pieces, and notes on where they ran."""
+def with_overrides(text: str, overrides: tuple[str, ...]) -> str:
+    return f"{text} (--set {' '.join(overrides)})" if overrides else text
+
+
+def table(pieces: dict[Key, dict]) -> str:
+    """The markdown table of the saved pieces, each configuration's rows together (the one
+    without overrides first), and notes on where they ran."""
     lines = [
         "| configuration | agent steps/s | without the test | ms per update | replay share |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name in CONFIGURATIONS:
-        if name in pieces:
-            (figures,) = passes(pieces[name])
+    for name, overrides in sorted(pieces, key=lambda key: (PIECES.index(key[0]), key[1])):
+        runs = passes(pieces[name, overrides])
+        if name == CONCURRENT:
+            rates = [figures["steps_per_second"] for figures in runs]
             lines.append(
-                f"| {CONFIGURATIONS[name][0]} | {figures['steps_per_second']:,.0f} | "
-                f"{figures['steps_per_second_without_test']:,.0f} | "
-                f"{figures['ms_per_update']:.2f} | {100 * replay_share(figures):.1f} % |"
+                f"| {with_overrides(f'{len(rates)} runs at once, each', overrides)} | "
+                f"{statistics.median(rates):,.0f} (min {min(rates):,.0f}, "
+                f"max {max(rates):,.0f}; together {sum(rates):,.0f}) | | | |"
             )
-    if CONCURRENT in pieces:
-        rates = [figures["steps_per_second"] for figures in passes(pieces[CONCURRENT])]
+            continue
+        (figures,) = runs
         lines.append(
-            f"| {len(rates)} runs at once, each | {statistics.median(rates):,.0f} "
-            f"(min {min(rates):,.0f}, max {max(rates):,.0f}; together {sum(rates):,.0f}) | | | |"
+            f"| {with_overrides(CONFIGURATIONS[name][0], overrides)} | "
+            f"{figures['steps_per_second']:,.0f} | "
+            f"{figures['steps_per_second_without_test']:,.0f} | "
+            f"{figures['ms_per_update']:.2f} | {100 * replay_share(figures):.1f} % |"
         )
     devices = {run["figures"]["device"] for record in pieces.values() for run in record["runs"]}
     notes = [f"device: {', '.join(sorted(devices))}"]
-    notes += [f"{name}: --set {' '.join(r['set'])}" for name, r in pieces.items() if r["set"]]
-    if {"exact", "uniform"} <= pieces.keys():
-        exact, uniform = (passes(pieces[name])[0] for name in ("exact", "uniform"))
-        overhead = uniform["steps_per_second"] / exact["steps_per_second"] - 1
-        notes.append(f"prioritized (proportional) over uniform: {100 * overhead:+.1f} % per step")
+    for overrides in sorted({overrides for _, overrides in pieces}):
+        if ("exact", overrides) in pieces and ("uniform", overrides) in pieces:
+            exact, uniform = (passes(pieces[name, overrides])[0] for name in ("exact", "uniform"))
+            overhead = uniform["steps_per_second"] / exact["steps_per_second"] - 1
+            comparison = with_overrides("prioritized (proportional) over uniform", overrides)
+            notes.append(f"{comparison}: {100 * overhead:+.1f} % per step")
     return "\n".join(lines) + "\n\n" + "\n".join(notes)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agents.acceleration import error_line
 from evaluation.protocols import EvaluationResult, Policy, evaluate_noop
 from evaluation.snapshot import load_agent_snapshot
 
@@ -218,13 +219,8 @@ def serve(requests: int, results: int, parent: int) -> None:
             except Interrupted:
                 return
             except Exception as error:
-                results.send(Failed(_one_line(error)))
+                results.send(Failed(error_line(error)))
                 return
             results.send(Played(result, rng.bit_generator.state))
     except (EOFError, BrokenPipeError):
         return  # the training process closed its ends, or is gone
-
-
-def _one_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__

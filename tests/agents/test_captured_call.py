@@ -1,23 +1,32 @@
 """CUDA graphs that give way to the eager call, tested on CPU by injecting the capture: a
 capture that raises, or a first replay that disagrees with the eager call, leaves the learner
-eager with one line of warning and exactly the eager learner's parameters; a graph that checks
-out is replayed, and captured anew (after a new warm-up) when its inputs, its baked-in
-constants or the optimizer's state tensors change."""
+eager with one line of warning naming the cause and exactly the eager learner's parameters,
+and every later call of its kind in the process eager without a second try or warning; a
+graph that checks out is replayed, and captured anew (after a new warm-up) when its inputs,
+its baked-in constants or the optimizer's state tensors change."""
 
 import numpy as np
 import pytest
 import torch
 from test_double_dqn import make_agent, random_batch
 
+from agents import acceleration
 from agents.acceleration import CapturedCall, PinnedStaging
 
 BATCHES = [random_batch(seed=seed) for seed in range(8)]
 
 
+@pytest.fixture(autouse=True)
+def no_graph_given_up_yet(monkeypatch):
+    """Each test starts as a fresh process would, and leaves the record as it found it."""
+    monkeypatch.setattr(acceleration, "GRAPHS_GIVEN_UP", set())
+
+
 class FakeCapture:
     """Stands in for `capture_cuda_graph` on CPU. `kind`: "raises" (as a capture that hits an
-    operation CUDA graphs forbid), "faithful" (the replay is the call itself, as a good graph
-    computes it) or "lossy" (the replay's update moves the first parameter 0.01 too far)."""
+    operation CUDA graphs forbid: ending the capture then raises too, with only "a previous
+    error"), "faithful" (the replay is the call itself, as a good graph computes it) or "lossy"
+    (the replay's update moves the first parameter 0.01 too far)."""
 
     def __init__(self, kind: str):
         self.kind, self.captures, self.replays = kind, 0, 0
@@ -26,7 +35,10 @@ class FakeCapture:
         self.captures += 1
         assert stream is None  # no CUDA stream on a CPU device
         if self.kind == "raises":
-            raise RuntimeError("operation not permitted when stream is capturing\nsecond line")
+            try:
+                raise RuntimeError("operation not permitted when stream is capturing\nsecond line")
+            finally:
+                raise RuntimeError("operation failed due to a previous error during capture")
 
         def replay():
             self.replays += 1
@@ -68,7 +80,7 @@ def learn_all(captured: CapturedLearner, twin) -> None:
         assert summary[len(batch.actions)] == expected.loss
 
 
-def test_a_capture_that_raises_leaves_the_update_eager_with_one_line_of_warning(capsys):
+def test_a_capture_that_raises_leaves_the_update_eager_with_one_line_naming_the_cause(capsys):
     captured, twin = CapturedLearner("raises"), make_agent(seed=1)
     learn_all(captured, twin)
     assert_same_learner(captured.agent, twin)
@@ -78,6 +90,25 @@ def test_a_capture_that_raises_leaves_the_update_eager_with_one_line_of_warning(
         "when stream is capturing): continuing without CUDA graphs\n"
     )
     assert not captured.update.enabled
+
+
+@pytest.mark.parametrize("kind", ["raises", "lossy"])
+def test_once_a_graph_gave_up_its_kind_stays_eager_in_the_process_without_a_second_warning(
+    kind, capsys
+):
+    """As the evaluation worker builds a policy for every test: the next learner's update
+    neither captures nor warns, and learns as the eager one; other kinds still capture."""
+    first = CapturedLearner(kind)
+    learn_all(first, make_agent(seed=1))
+    later, twin = CapturedLearner(kind, seed=2), make_agent(seed=2)
+    learn_all(later, twin)
+    assert_same_learner(later.agent, twin)
+    assert (later.capture.captures, later.capture.replays) == (0, 0)
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    capture = FakeCapture("faithful")
+    doubled = CapturedCall(torch.mul, name="doubling", enabled=True, warmup=0, capture=capture)
+    assert doubled(torch.tensor([1.0]), torch.tensor(2.0)).tolist() == [2.0]
+    assert capture.captures == 1 and doubled.enabled
 
 
 def test_a_first_replay_that_disagrees_turns_graphs_off_and_keeps_the_eager_update(capsys):

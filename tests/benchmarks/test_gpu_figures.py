@@ -1,6 +1,7 @@
 """benchmarks/gpu_figures.py in pieces, with a stand-in for benchmarks/throughput.py: one file
 per piece, overrides passed through, a piece stopped (with what it started) at its time limit,
-and one table merged from pieces saved on different leases."""
+and one table merged from pieces saved on different leases, a piece measured with other
+overrides in a row of its own."""
 
 import importlib.util
 import json
@@ -15,12 +16,14 @@ gpu_figures = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(gpu_figures)
 
 # Writes the figures benchmarks/throughput.py would, from its overrides: 1,000 agent steps/s
-# with proportional replay, 1,100 with uniform, plus the seed (the concurrent runs differ).
+# with proportional replay, 1,100 with uniform, 500 more with CUDA graphs, plus the seed (the
+# concurrent runs differ).
 STAND_IN = """
 import json, sys
 overrides = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a and not a.startswith("--"))
 path = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--json="))
 rate = (1100.0 if overrides["replay"] == "uniform" else 1000.0) + int(overrides["seed"])
+rate += 500 if overrides.get("agent.cuda_graphs") == "true" else 0
 rows = {"replay add": 10.0, "learn: replay.sample": 20.0, "learn: update_priorities": 10.0}
 figures = {"steps_per_second": rate, "steps_per_second_without_test": rate + 50,
            "ms_per_update": 2.5, "us_per_step": rows, "total_us_per_step": 1e6 / rate}
@@ -57,24 +60,45 @@ def test_each_piece_is_one_file_and_the_table_merges_pieces_from_two_leases(
     stand_in, tmp_path, capsys
 ):
     first, second = tmp_path / "lease1", tmp_path / "lease2"
-    gpu_figures.main(["--out", str(first), "--only", "exact"])
+    gpu_figures.main(["--out", str(first), "--only", "exact", "uniform"])
     gpu_figures.main(
-        ["--out", str(second), "--only", "uniform", "concurrent", "--concurrent", "3"]
+        ["--out", str(second), "--only", "exact", "concurrent", "--concurrent", "3"]
         + ["--set", "agent.cuda_graphs=true"]
     )
-    assert sorted(p.name for p in first.iterdir()) == ["exact.json"]
-    assert sorted(p.name for p in second.iterdir()) == ["concurrent.json", "uniform.json"]
+    assert sorted(p.name for p in first.iterdir()) == ["exact.json", "uniform.json"]
+    assert sorted(p.name for p in second.iterdir()) == ["concurrent.json", "exact.json"]
     concurrent = json.loads((second / "concurrent.json").read_text())
     assert len(concurrent["runs"]) == 3 and concurrent["set"] == ["agent.cuda_graphs=true"]
     assert all("agent.cuda_graphs=true" in command for command in concurrent["commands"])
     capsys.readouterr()
     gpu_figures.main(["--table", str(first), str(second)])
-    printed = capsys.readouterr().out
-    assert "| the paper's config | 1,000 | 1,050 | 2.50 | 4.0 % |" in printed
-    assert "| uniform replay | 1,100 | 1,150 | 2.50 | 4.4 % |" in printed
-    assert "| 3 runs at once, each | 1,001 (min 1,000, max 1,002; together 3,003) |" in printed
-    assert "prioritized (proportional) over uniform: +10.0 % per step" in printed
-    assert "uniform: --set agent.cuda_graphs=true" in printed
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert rows[1:] == [  # the eager and the graphs' `exact` side by side
+        "| the paper's config | 1,000 | 1,050 | 2.50 | 4.0 % |",
+        "| the paper's config (--set agent.cuda_graphs=true) | 1,500 | 1,550 | 2.50 | 6.0 % |",
+        "| uniform replay | 1,100 | 1,150 | 2.50 | 4.4 % |",
+        "| 3 runs at once, each (--set agent.cuda_graphs=true) | 1,501 (min 1,500, max 1,502; "
+        "together 4,503) | | | |",
+    ]
+
+
+def test_the_table_compares_prioritized_with_uniform_only_under_the_same_overrides(
+    stand_in, tmp_path, capsys
+):
+    graphs = ["--set", "agent.cuda_graphs=true"]
+    gpu_figures.main(["--out", str(tmp_path / "eager"), "--only", "exact"])
+    gpu_figures.main(["--out", str(tmp_path / "graphs"), "--only", "uniform", *graphs])
+    capsys.readouterr()
+    gpu_figures.main(["--table", str(tmp_path / "eager"), str(tmp_path / "graphs")])
+    assert "over uniform" not in capsys.readouterr().out
+    gpu_figures.main(["--out", str(tmp_path / "graphs"), "--only", "exact", *graphs])
+    capsys.readouterr()
+    gpu_figures.main(["--table", str(tmp_path / "eager"), str(tmp_path / "graphs")])
+    notes = capsys.readouterr().out.split("\n\n")[-1].splitlines()
+    assert notes == [
+        "device: cuda:0 (stand-in)",
+        "prioritized (proportional) over uniform (--set agent.cuda_graphs=true): +6.7 % per step",
+    ]
 
 
 def test_a_piece_past_its_time_limit_is_stopped_and_saves_nothing(stand_in, tmp_path):
