@@ -17,15 +17,16 @@ import hydra
 import numpy as np
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
 from envs.frame_stack import FrameStack
-from envs.registry import build_env
+from envs.registry import build_env, environment_kind
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
-from replay.registry import build_sampler, build_storage
+from replay.registry import build_sampler, build_storage, sampler_class
 from training.checkpoints import CheckpointError, CheckpointStore
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
@@ -44,11 +45,6 @@ from training.run_guard import (
     torch_threads,
 )
 from training.run_state import resumable, threads_run_with
-
-# `hydra.run.dir` is the resumed run's directory when `resume` is set.
-OmegaConf.register_new_resolver(
-    "or_else", lambda value, default: default if value is None else value
-)
 
 
 def build(cfg: DictConfig) -> Components:
@@ -99,6 +95,30 @@ def _fail(error: Exception, status: int) -> NoReturn:
     sys.exit(status)
 
 
+def run_directory(resumed: str | None, default: str, _root_: DictConfig) -> str:
+    """`hydra.run.dir` (its resolver `or_else` in configs/config.yaml): the resumed run's
+    directory, else `default`, runs/<game>/<replay kind>/<date>. Hydra makes the directory
+    as soon as it is resolved, before `main` runs, so the game and the replay kind that name
+    it are checked here: a name that is neither gets its one line before a directory is
+    named after it (or cannot be, as a name too long for the file system)."""
+    if resumed is not None:
+        return resumed
+    env, replay = (OmegaConf.select(_root_, section) for section in ("env", "replay"))
+    try:
+        if isinstance(env, DictConfig):  # else the validation names the missing section
+            kind = environment_kind(env.get("kind"))
+            kind.settings.check("game", env.get("game"))
+            kind.game_id(env.game)
+        if isinstance(replay, DictConfig):
+            sampler_class(replay.get("kind"))
+    except ValueError as error:
+        _fail(error, 2)
+    return default
+
+
+OmegaConf.register_new_resolver("or_else", run_directory)
+
+
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore, dict | None]:
     """Lock the run directory, settle and check the config, read the checkpoint to resume
     from; bad input ends here with one line and status 2, before anything is allocated.
@@ -123,10 +143,20 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore
     return cfg, checkpoints, checkpoint
 
 
+def resume_command(run_dir: Path, hydra: DictConfig) -> str:
+    """How to continue a stopped run. A sweep's job: the sweep's command again, in the same
+    sweep directory, which resumes every unfinished job (the finished ones say so and change
+    nothing); not a train.py of its own, which would run where the sweep was started (on a
+    cluster, its login node)."""
+    if hydra.mode == RunMode.MULTIRUN:
+        return f"the sweep's command with hydra.sweep.dir={hydra.sweep.dir}"
+    return f"python train.py resume={run_dir}"
+
+
 def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: CheckpointStore):
     saved = checkpoints.latest_step()
     since = "" if saved == step else f" from its checkpoint at step {saved}"
-    resume = f"resume{since} with: python train.py resume={run_dir}"
+    resume = f"resume{since} with: {resume_command(run_dir, HydraConfig.get())}"
     print(
         f"stopped by {signal.Signals(stopped_by).name} at step {step}; "
         + (resume if saved is not None else "no checkpoint was written"),
@@ -158,7 +188,10 @@ def main(cfg: DictConfig) -> None:
     record_run_config(run_dir, cfg)  # the run starts: now it has a record
     training = Training(parts, cfg, run_dir, checkpoints, stop)
     try:
-        training.start(checkpoint)
+        try:
+            training.start(checkpoint)
+        except CheckpointError as error:  # its frames fail their checks as they are read back
+            _fail(error, 2)  # bad input, as a damaged state file is; nothing was written yet
         stopped_by = training.run()
     except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)

@@ -10,16 +10,24 @@ copy up to date (only the slots written since it was synced: 2 x `--more`). A sa
 so its time is the training stall. Then reads the newest checkpoint back after evicting its files
 from the page cache, as a resume on a fresh machine would. RSS is this process's resident set
 (/proc/self/status); "peak" is its high-water mark during the phase (reset through
-/proc/self/clear_refs), so "peak - before" is what the phase allocated at most. Needs about
-2 x 7 GB of disk in `--dir` at full size and deletes what it wrote.
+/proc/self/clear_refs), so "peak - before" is what the phase allocated at most.
+
+What the frame copies' checksums cost: the time spent in the CRC-32s (in a thread beside the
+writes and reads), and each save and the resume done a second time, into a second store, with
+a CRC-32 that costs nothing. Needs about 4 x 7 GB of disk in `--dir` at full size and deletes
+what it wrote.
 """
 
 import argparse
+import contextlib
+import io
 import os
 import resource
 import shutil
 import tempfile
+import threading
 import time
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +37,7 @@ from agents.double_dqn import DoubleDQN
 from replay.buffer import ReplayBuffer
 from replay.proportional import ProportionalSampler
 from replay.storage import FrameStorage
+from training import checkpoints
 from training.checkpoints import CheckpointStore
 
 GB = 1e9
@@ -73,7 +82,48 @@ def state_of(agent: DoubleDQN, replay: ReplayBuffer, rng: np.random.Generator) -
     }
 
 
-def timed_save(store, step, agent, replay, rng) -> None:
+@contextlib.contextmanager
+def checksums(free: bool):
+    """The CRC-32s of `training.checkpoints`, timed (`seconds`: the time spent in them, in the
+    thread that hashes beside the writes and reads), or, `free`, made to cost nothing: every
+    one is 0, so the copies they check still read back."""
+    timer, lock = SimpleNamespace(seconds=0.0), threading.Lock()
+
+    def crc32(data) -> int:
+        start = time.perf_counter()
+        value = 0 if free else zlib.crc32(data)
+        with lock:
+            timer.seconds += time.perf_counter() - start
+        return value
+
+    checkpoints.zlib = SimpleNamespace(crc32=crc32)
+    checkpoints._zero_checksum.cache_clear()
+    try:
+        yield timer
+    finally:
+        checkpoints.zlib = zlib
+        checkpoints._zero_checksum.cache_clear()
+
+
+def with_and_without_checksums(what: str, timed, checked_first: bool) -> None:
+    """`timed(free)` (a save or a resume, its seconds) with the checksums and, into a second
+    store, without them, in the order given: the first of two after a long write can pay for
+    the other's writeback, so the order alternates."""
+    seconds = {}
+    for free in (False, True) if checked_first else (True, False):
+        quiet = contextlib.redirect_stdout(io.StringIO()) if free else contextlib.nullcontext()
+        with checksums(free) as crc, quiet:
+            seconds[free] = timed(free)
+        if not free:
+            hashing = crc.seconds
+    share = 1 - seconds[True] / seconds[False]  # below 0 where the two differ by noise alone
+    print(
+        f"  {what}: CRC-32s {hashing:5.1f} s beside it; without them {seconds[True]:5.1f} s: "
+        f"the checksums' share of its time {share:+4.0%}"
+    )
+
+
+def timed_save(store, step, agent, replay, rng) -> float:
     storage = replay.storage
     before = memory("VmRSS")
     reset_peak()
@@ -85,6 +135,7 @@ def timed_save(store, step, agent, replay, rng) -> None:
         f"RSS before {before:5.2f} GB, peak {memory('VmHWM'):5.2f} GB, "
         f"after {memory('VmRSS'):5.2f} GB"
     )
+    return seconds
 
 
 def evict(directory: Path) -> None:
@@ -96,7 +147,7 @@ def evict(directory: Path) -> None:
             os.close(descriptor)
 
 
-def timed_resume(store: CheckpointStore, replay: ReplayBuffer) -> None:
+def timed_resume(store: CheckpointStore, replay: ReplayBuffer) -> float:
     """Read the newest checkpoint into the live replay, as `Training.start` does."""
     evict(store.directory)
     before = memory("VmRSS")
@@ -111,6 +162,7 @@ def timed_resume(store: CheckpointStore, replay: ReplayBuffer) -> None:
         f"RSS before {before:5.2f} GB, peak {memory('VmHWM'):5.2f} GB, "
         f"after {memory('VmRSS'):5.2f} GB"
     )
+    return seconds
 
 
 def main() -> None:
@@ -135,13 +187,22 @@ def main() -> None:
             f"filled {args.capacity} transitions in {time.perf_counter() - start:.0f} s; "
             f"frames {storage.frames.nbytes / GB:.2f} GB, RSS {memory('VmRSS'):.2f} GB"
         )
-        store = CheckpointStore(root / "checkpoints", keep=2)
+        stores = {
+            free: CheckpointStore(root / ("unchecked" if free else "checkpoints"), keep=2)
+            for free in (False, True)
+        }
         for step in (1, 2, 3):
             if step > 1:
                 add_transitions(replay, args.more, rng)
-            timed_save(store, step, agent, replay, rng)
-        timed_resume(store, replay)
-        usage = sum(p.stat().st_size for p in store.directory.iterdir())
+            with_and_without_checksums(
+                f"checkpoint {step}",
+                lambda free, step=step: timed_save(stores[free], step, agent, replay, rng),
+                checked_first=step % 2 == 0,
+            )
+        with_and_without_checksums(
+            "resume", lambda free: timed_resume(stores[free], replay), checked_first=True
+        )
+        usage = sum(p.stat().st_size for p in stores[False].directory.iterdir())
         print(f"disk used by the two checkpoints: {usage / GB:.2f} GB")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB
         print(f"peak RSS of the whole process (ru_maxrss): {peak:.2f} GB")

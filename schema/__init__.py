@@ -39,8 +39,33 @@ def is_number(value: Any) -> bool:
     return (is_integer(value) or isinstance(value, float)) and math.isfinite(value)
 
 
-POSITIVE_INTEGER = Rule("a positive integer", lambda v: is_integer(v) and v > 0)
-NON_NEGATIVE_INTEGER = Rule("an integer >= 0", lambda v: is_integer(v) and v >= 0)
+# numpy and torch take integer settings as signed 64-bit integers: a larger one would pass a
+# rule of its own and overflow where it is used.
+INTEGER_LIMIT = 2**63
+
+
+@dataclasses.dataclass(frozen=True)
+class IntegerRule(Rule):
+    """Integers below INTEGER_LIMIT that `test` allows (it sees only those; the rule's own
+    `test` is the whole check, for rules built on it). A larger integer is refused with the
+    limit in the message, as `allowed` does not name it."""
+
+    def __post_init__(self) -> None:
+        allows = self.test
+
+        def within(value: Any) -> bool:
+            return is_integer(value) and value < INTEGER_LIMIT and allows(value)
+
+        object.__setattr__(self, "test", within)
+
+    def check(self, key: str, value: Any) -> None:
+        if is_integer(value) and value >= INTEGER_LIMIT:
+            raise refusal(key, value, f"{self.allowed}, at most {INTEGER_LIMIT - 1}")
+        super().check(key, value)
+
+
+POSITIVE_INTEGER = IntegerRule("a positive integer", lambda v: v > 0)
+NON_NEGATIVE_INTEGER = IntegerRule("an integer >= 0", lambda v: v >= 0)
 POSITIVE_NUMBER = Rule("a number > 0", lambda v: is_number(v) and v > 0)
 FRACTION = Rule("in [0, 1]", lambda v: is_number(v) and 0 <= v <= 1)
 BOOLEAN = Rule("true or false", lambda v: isinstance(v, bool))

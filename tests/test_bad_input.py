@@ -29,6 +29,7 @@ RUN = [  # a finished 12-step run with checkpoints at steps 10 and 12
     "train.log_period_steps=5",
 ]
 NEW = "{tmp}/new/run"  # a run directory that must not come to exist
+FRAMES_BYTES = 64 * 84 * 84  # RUN's frame copy: replay.capacity 84x84 frames, one checksum
 CORES = len(os.sched_getaffinity(0))
 PRESETS = sorted(path.stem for path in (ROOT / "configs" / "replay").glob("*.yaml"))
 
@@ -224,7 +225,29 @@ CASES = {
         "checkpoint {state}: its replay frames frames-0.bin are missing or truncated (1000 "
         "bytes); delete it to resume from the one before",
     ),
+    "replay frames changed on disk": (
+        ["resume={run}"],
+        f"checkpoint {{state}}: its replay frames frames-0.bin were changed on disk (bytes "
+        f"0-{FRAMES_BYTES - 1} fail their checksum); delete it to resume from the one before",
+    ),
+    "an empty directory made before, above the run directory": (
+        ["seed=-1", "hydra.run.dir={tmp}/made_before/new/run"],
+        "seed=-1 is not allowed: must be an integer from 0 to 9223372036854775807",
+    ),
+    "an integer beyond 64 bits": (
+        ["env.noop_max=99999999999999999999999", f"hydra.run.dir={NEW}"],
+        "env.noop_max=99999999999999999999999 is not allowed: must be an integer >= 0, at most "
+        "9223372036854775807",
+    ),
+    "a rising epsilon schedule": (
+        ["train.epsilon_start=0.01", "train.epsilon_final=1", f"hydra.run.dir={NEW}"],
+        "train.epsilon_final=1 is not allowed: must be in [0, train.epsilon_start] (ε falls to it)",
+    ),
 }
+# Refused once the run is built (its frames are checked as they are read into the replay),
+# after the emulator printed its banner.
+AFTER_BUILDING = {"replay frames changed on disk"}
+EMULATOR_BANNER = ("A.L.E: Arcade Learning Environment", "[Powered by Stella]")
 DAMAGE = {
     **{
         case: lambda state, run: (run.parent / "a_file").write_text("not a directory\n")
@@ -238,6 +261,10 @@ DAMAGE = {
     "truncated checkpoint": lambda state, run: os.truncate(state, state.stat().st_size // 2),
     "checkpoint of another version": lambda state, run: _set_version(state, 99),
     "truncated replay frames": lambda state, run: os.truncate(state.parent / "frames-0.bin", 1000),
+    "replay frames changed on disk": lambda state, run: _flip_frames_of_an_unfinished_run(run),
+    "an empty directory made before, above the run directory": lambda state, run: (
+        run.parent / "made_before"
+    ).mkdir(),
     "checkpoint of another replay kind": lambda state, run: _set_identity(
         state, "replay.kind", "proportional"
     ),
@@ -252,6 +279,13 @@ def _flip_middle_byte(path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
+
+
+def _flip_frames_of_an_unfinished_run(run: Path) -> None:
+    """As if the run had stopped at its last checkpoint, before its final snapshot (a finished
+    run's resume reads no frames), and a byte of that checkpoint's frame copy then changed."""
+    (run / "agent_final.pt").unlink()
+    _flip_middle_byte(run / "checkpoints" / "frames-0.bin")
 
 
 def _set_version(path: Path, version: int) -> None:
@@ -322,7 +356,11 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(outcomes, case):
     if case == "cuda without a GPU" and torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     returncode, stderr, line, before, after = outcomes[case]
-    assert stderr == f"error: {line}\n"
+    *earlier, last = stderr.splitlines()
+    assert (last, stderr.endswith("\n")) == (f"error: {line}", True)
+    # Only the emulator's banner may come before, where the refusal comes once it is built.
+    assert all(text.startswith(EMULATOR_BANNER) for text in earlier)
+    assert not earlier or case in AFTER_BUILDING
     assert returncode == 2
     assert after.keys() == before.keys()
     assert after == before
@@ -363,20 +401,43 @@ def test_a_replay_beyond_the_machines_memory_is_refused_before_anything_exists(t
     assert not (tmp_path / "new").exists()
 
 
-def test_a_deleted_group_with_the_default_run_directory_is_one_line_and_leaves_nothing(tmp_path):
-    """The default run directory names the replay kind: without one it must still resolve."""
+LONG = "x" * 300  # past the 255 bytes a file name may have
+
+
+@pytest.mark.parametrize(
+    ("argument", "line"),
+    [
+        (
+            "~replay",
+            f"the config has no replay section: choose one with replay={'|'.join(PRESETS)}",
+        ),
+        (
+            f"env.game={LONG}",
+            f"unknown game '{LONG}' (env.game). Accepted: ale-py ROM ids (e.g. breakout), display "
+            "names (Breakout) or gymnasium ids (ALE/Breakout-v5).",
+        ),
+        (
+            f"replay.kind={LONG}",
+            f"replay.kind={LONG} is not allowed: must be one of {', '.join(SAMPLERS)}",
+        ),
+    ],
+    ids=["a deleted group", "a game name too long for a file", "a replay kind too long for a file"],
+)
+def test_bad_input_with_the_default_run_directory_is_one_line_and_leaves_nothing(
+    tmp_path, argument, line
+):
+    """The default run directory, runs/<game>/<replay kind>/<date>, is named by the game and
+    the replay kind: without them it must still resolve, and names that are neither are
+    refused before a directory is named after them."""
     result = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "~replay"],
+        [sys.executable, str(ROOT / "train.py"), argument],
         cwd=tmp_path,
         env=ENVIRONMENT,
         capture_output=True,
         text=True,
         timeout=600,
     )
-    assert result.returncode == 2
-    assert result.stderr == (
-        f"error: the config has no replay section: choose one with replay={'|'.join(PRESETS)}\n"
-    )
+    assert (result.returncode, result.stderr) == (2, f"error: {line}\n")
     assert list(tmp_path.iterdir()) == []
 
 

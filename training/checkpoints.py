@@ -22,15 +22,19 @@ Invariants that make it crash-safe:
   to a state file present when the store was opened, or this process synced it); any other
   copy is rewritten in full, since it may hold a timeline that was abandoned;
 - after a sync the copy equals the live frames, so the sidecar also records a CRC-32 of every
-  chunk of `chunk_slots` slots, recomputed from memory for the chunks the sync wrote (beside
-  the writes, in a thread: zlib releases the GIL) and checked as the copy is read back, so
-  bytes changed on disk are refused rather than trained on.
+  chunk of `chunk_slots` slots, checked as the copy is read back (each chunk hashed as the
+  next is read), so bytes changed on disk are refused rather than trained on. They are
+  computed from memory beside the writes (in a thread: zlib releases the GIL), for the chunks
+  written since the last sync of any copy (or since the frames were read back): a chunk is
+  hashed once after it changes, not once per copy, and one the ring has not reached (zeros
+  in memory and in the copy alike) gets the CRC of zeros without being read.
 So whatever moment a process is killed at, or a write fails at, every state file still present
 either loads with its exact frames or is detected as unusable. `keep` is at least 2
 (`CheckpointSettings`), so one complete checkpoint always survives a failed save: with one the
 old one would be gone before the new one is complete.
 """
 
+import functools
 import json
 import os
 import re
@@ -44,50 +48,16 @@ import torch
 
 from artifacts.atomic import CHUNK_BYTES, fsync_directory, torch_bytes, write_all, write_atomically
 from artifacts.header import Header
+from artifacts.tensor_tree import to_numpy, to_tensors
 from training.settings import CheckpointSettings
 
-CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames covered by one CRC-32 (whole slots)
+CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames one CRC-32 covers, in whole slots (`_chunk_slots`)
 CHECKPOINT = Header("per-atari-checkpoint", 1, "checkpoint")
 STATE_FILE = re.compile(r"state-(\d{12})-frames(\d+)\.pt")
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message names the file."""
-
-
-_PLAIN = (bool, int, float, str, type(None))
-
-
-def to_tensors(value):
-    """Nested numpy arrays and bytes become tagged tensors and numpy scalars Python numbers, so
-    `torch.load(weights_only=True)` reads them back; tensors and plain values stay. Anything
-    else is a TypeError here, rather than a checkpoint that cannot be loaded."""
-    if isinstance(value, dict):
-        return {key: to_tensors(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_tensors(item) for item in value]
-    if isinstance(value, np.ndarray):
-        return {"__numpy__": torch.from_numpy(np.ascontiguousarray(value))}
-    if isinstance(value, bytes):
-        return {"__bytes__": torch.frombuffer(bytearray(value), dtype=torch.uint8)}
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, torch.Tensor) or type(value) in _PLAIN:
-        return value
-    raise TypeError(f"a checkpoint cannot hold a {type(value).__name__}: {value!r:.80}")
-
-
-def to_numpy(value):
-    """The inverse of `to_tensors`."""
-    if isinstance(value, dict):
-        if set(value) == {"__bytes__"}:
-            return value["__bytes__"].numpy().tobytes()
-        if set(value) == {"__numpy__"}:
-            return value["__numpy__"].numpy()
-        return {key: to_numpy(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [to_numpy(item) for item in value]
-    return value
 
 
 def _frames_copy(state_file: Path) -> int:
@@ -105,6 +75,11 @@ class CheckpointStore:
         # first, and those this process synced. Any other copy (an orphan of a killed save, or
         # of a checkpoint deleted by hand) may hold another timeline and is rewritten in full.
         self._trusted: set[int] | None = None
+        # The CRC-32s of the live frames' chunks at a count of frames written (frames_written,
+        # chunk_slots, crc32s): the last sync's, or those the frames read back matched. A chunk
+        # no slot was written in since keeps its CRC, so a chunk is hashed once after it
+        # changes, not once for each copy it is synced into.
+        self._hashed: tuple[int, int, list[int]] | None = None
 
     def _trusted_copies(self) -> set[int]:
         if self._trusted is None:
@@ -130,7 +105,8 @@ class CheckpointStore:
 
     def _sidecar(self, copy: int) -> dict:
         """The copy's record: `frames_written` (absent: the copy is not known to be complete),
-        `chunk_slots` and `crc32`, one per chunk (absent in copies written before checksums)."""
+        `chunk_slots` and `crc32`, one per chunk (absent in copies written before checksums;
+        read through `_recorded_checksums`, which refuses malformed ones)."""
         try:
             sidecar = json.loads(self._sidecar_path(copy).read_text())
         except (OSError, ValueError):
@@ -190,42 +166,39 @@ class CheckpointStore:
         synced = sidecar.get("frames_written")
         self._sidecar_path(copy).unlink(missing_ok=True)
         fsync_directory(self.directory)
-        full = synced is None or not 0 <= frames_written - synced < capacity
+        reached = min(frames_written, capacity)  # the slots past these are zero
+        ranges = _written_since(synced, frames_written, capacity)
+        full = ranges is None
         if full:
-            # Slots the ring has not reached yet are zero; the emptied file reads as zeros there.
-            ranges = [(0, min(frames_written, capacity))]
-        else:
-            start, count = synced % capacity, frames_written - synced
-            end = start + count
-            ranges = [(start, min(end, capacity))] + (
-                [(0, end - capacity)] if end > capacity else []
-            )
-        slot_bytes = frames[0].nbytes
-        chunk_slots = max(1, CHECKSUM_CHUNK_BYTES // slot_bytes)
-        checksums = sidecar.get("crc32") if sidecar.get("chunk_slots") == chunk_slots else None
-        if full or checksums is None:  # every chunk (slots never written are zeros in both)
-            checksums, stale = [0] * -(-capacity // chunk_slots), [(0, capacity)]
-        else:
-            stale = ranges
-        chunks = sorted(
-            {c for a, b in stale for c in range(a // chunk_slots, -(-b // chunk_slots))}
-        )
+            ranges = [(0, reached)]  # the emptied file reads as zeros past them
+        chunk_slots = _chunk_slots(frames)
+        known, stale = self._hashed, None
+        if known is not None and known[1] == chunk_slots:
+            checksums, stale = list(known[2]), _written_since(known[0], frames_written, capacity)
+        if stale is None:  # every chunk, those the ring has not reached without reading them
+            chunks = range(-(-capacity // chunk_slots))
+            checksums = [_zero_checksum(_chunk(frames, c, chunk_slots).nbytes) for c in chunks]
+            stale = [(0, reached)]
+        chunks = _chunks_of(stale, chunk_slots)
         descriptor = os.open(self._frames_path(copy), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             with ThreadPoolExecutor(1) as hashing:
-                hashed = hashing.submit(_chunk_checksums, frames, chunks, chunk_slots)
+                hashed = [
+                    hashing.submit(zlib.crc32, _chunk(frames, c, chunk_slots)) for c in chunks
+                ]
                 if full:
                     os.ftruncate(descriptor, 0)
                 os.ftruncate(descriptor, frames.nbytes)
                 for first, last in ranges:
-                    write_all(descriptor, frames[first:last].reshape(-1), first * slot_bytes)
+                    write_all(descriptor, frames[first:last].reshape(-1), first * frames[0].nbytes)
                 os.fsync(descriptor)
-                for chunk, checksum in zip(chunks, hashed.result(), strict=True):
-                    checksums[chunk] = checksum
+                for chunk, checksum in zip(chunks, hashed, strict=True):
+                    checksums[chunk] = checksum.result()
         finally:
             os.close(descriptor)
         record = {"frames_written": frames_written, "chunk_slots": chunk_slots, "crc32": checksums}
         write_atomically(self._sidecar_path(copy), json.dumps(record).encode())
+        self._hashed = (frames_written, chunk_slots, checksums)
 
     def _read(self, path: Path) -> dict:
         try:
@@ -272,25 +245,78 @@ class CheckpointStore:
                 f"checkpoint {payload['path']} holds frames of shape "
                 f"{tuple(payload['frames_shape'])}; the configured replay has {frames_out.shape}"
             )
-        path = self._frames_path(payload["frames_copy"])
-        sidecar = self._sidecar(payload["frames_copy"])
-        chunk_bytes = sidecar.get("chunk_slots", 0) * frames_out[0].nbytes or CHECKSUM_CHUNK_BYTES
-        expected = sidecar.get("crc32")  # None: a copy from before checksums, read unchecked
+        copy = payload["frames_copy"]
+        path, sidecar = self._frames_path(copy), self._sidecar(copy)
+        chunk_slots, expected = _chunk_slots(frames_out), None
+        if "crc32" in sidecar:  # absent: a copy from before checksums, read unchecked
+            recorded = _recorded_checksums(sidecar, len(frames_out))
+            if recorded is None:
+                raise CheckpointError(
+                    f"checkpoint {payload['path']}: the checksums of its replay frames in "
+                    f"{self._sidecar_path(copy).name} are damaged; delete it to resume from the "
+                    "one before"
+                )
+            chunk_slots, expected = recorded
+        chunk_bytes = chunk_slots * frames_out[0].nbytes
+        view = memoryview(frames_out.reshape(-1))
         try:
-            with open(path, "rb") as file:
-                view = memoryview(frames_out.reshape(-1))
-                for index, offset in enumerate(range(0, len(view), chunk_bytes)):
+            with open(path, "rb") as file, ThreadPoolExecutor(1) as hashing:
+                hashed = []
+                for offset in range(0, len(view), chunk_bytes):
                     chunk = view[offset : offset + chunk_bytes]
                     if file.readinto(chunk) != len(chunk):
                         raise CheckpointError(f"replay frames {path} are truncated")
-                    if expected is not None and zlib.crc32(chunk) != expected[index]:
+                    if expected is not None:
+                        hashed.append(hashing.submit(zlib.crc32, chunk))
+                for index, checksum in enumerate(hashed):
+                    if checksum.result() != expected[index]:
+                        first = index * chunk_bytes
+                        last = min(first + chunk_bytes, len(view)) - 1
                         raise CheckpointError(
                             f"checkpoint {payload['path']}: its replay frames {path.name} were "
-                            f"changed on disk (bytes {offset}-{offset + len(chunk) - 1} fail "
-                            "their checksum); delete it to resume from the one before"
+                            f"changed on disk (bytes {first}-{last} fail their checksum); delete "
+                            "it to resume from the one before"
                         )
         except OSError as error:
             raise CheckpointError(f"replay frames {path} cannot be read: {error}") from None
+        if expected is not None:
+            self._hashed = (payload["frames_written"], chunk_slots, expected)
+
+
+def _is_count(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _written_since(count, frames_written: int, capacity: int) -> list[tuple[int, int]] | None:
+    """The ring's slot ranges [first, last) written since its count of frames written was
+    `count` (they follow in ring order: `replay.storage.Storage`); None where the count cannot
+    tell (none, or a whole ring or more ago)."""
+    if not _is_count(count) or not 0 <= frames_written - count < capacity:
+        return None
+    start = count % capacity
+    end = start + frames_written - count
+    return [(start, min(end, capacity))] + ([(0, end - capacity)] if end > capacity else [])
+
+
+def _recorded_checksums(sidecar: dict, capacity: int) -> tuple[int, list[int]] | None:
+    """A record's chunk size in slots and its CRC-32s, one per chunk of a ring of `capacity`
+    slots; None where they are absent or malformed (a record damaged or edited on disk)."""
+    chunk_slots, checksums = sidecar.get("chunk_slots"), sidecar.get("crc32")
+    if not (_is_count(chunk_slots) and chunk_slots > 0 and isinstance(checksums, list)):
+        return None
+    if len(checksums) != -(-capacity // chunk_slots) or not all(map(_is_count, checksums)):
+        return None
+    return chunk_slots, checksums
+
+
+def _chunk_slots(frames: np.ndarray) -> int:
+    """The whole slots in the frames one CRC-32 covers."""
+    return max(1, CHECKSUM_CHUNK_BYTES // frames[0].nbytes)
+
+
+def _chunk(frames: np.ndarray, index: int, chunk_slots: int) -> np.ndarray:
+    """Chunk `index` of `frames`, `chunk_slots` slots (the last one may be shorter), flat."""
+    return frames[index * chunk_slots : (index + 1) * chunk_slots].reshape(-1)
 
 
 def _chunks_of(ranges: list[tuple[int, int]], chunk_slots: int) -> list[int]:
@@ -298,9 +324,7 @@ def _chunks_of(ranges: list[tuple[int, int]], chunk_slots: int) -> list[int]:
     return sorted({c for a, b in ranges for c in range(a // chunk_slots, -(-b // chunk_slots))})
 
 
-def _chunk_checksums(frames: np.ndarray, chunks: list[int], chunk_slots: int) -> list[int]:
-    """CRC-32 of each chunk of `chunk_slots` slots of `frames` (the last one may be shorter)."""
-    return [
-        zlib.crc32(memoryview(frames[c * chunk_slots : (c + 1) * chunk_slots].reshape(-1)))
-        for c in chunks
-    ]
+@functools.cache
+def _zero_checksum(size: int) -> int:
+    """The CRC-32 of `size` zero bytes: a chunk's that the ring has not reached."""
+    return zlib.crc32(bytes(size))

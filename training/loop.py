@@ -140,12 +140,15 @@ class Training:
         return self.stop.signal
 
     def _finish(self) -> None:
-        """The last step's agent as a snapshot, and the run's hyperparameters with results, once
-        every test is recorded; a stop request during that wait leaves the tests pending in the
-        last checkpoint, and the resumed run finishes."""
+        """The run's hyperparameters with results, and the last step's agent as a snapshot,
+        once every test is recorded; a stop request during that wait leaves the tests pending
+        in the last checkpoint, and the resumed run finishes. The snapshot comes last: it
+        marks the run finished (a resume then changes nothing), so a run killed before it has
+        written everything else."""
         if not self.periodic_test.complete(self.progress.writer):
             return
         self._settle_learning()
+        self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
         save_final_snapshot(
             RunDirectory(self.run_dir).final_snapshot,
             self.parts.agent,
@@ -153,7 +156,6 @@ class Training:
             step=self.step,
             frames=self.step * self.cfg.env.frame_skip,
         )
-        self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
 
     def _act_and_store(self) -> None:
         parts, t = self.parts, self.cfg.train

@@ -6,6 +6,9 @@ written only once the run is built, so a command that fails leaves no record of 
 never started, and it keeps the values the run started with.
 """
 
+import ctypes
+import os
+import struct
 import time
 from pathlib import Path
 
@@ -20,8 +23,11 @@ from training.checkpoints import CheckpointStore
 from training.run_guard import RunDirectoryError
 from training.validation import check_disk, check_replay_group, validate_config
 
-# Hydra creates the run directory before `main` runs; see `remove_created_directories`.
-_STARTED_NS = time.time_ns()
+# Hydra creates the run directory before `main` runs; see `remove_created_directories`. Read
+# from the clock file systems stamp new directories with (Linux's CLOCK_REALTIME_COARSE, up to
+# a tick behind the precise one): one made right after this would otherwise look older.
+_CLOCK_REALTIME_COARSE = 5
+_STARTED_NS = time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
 
 
 # Settings a resumed run may change, as they change no result beyond float rounding: a requeued
@@ -112,19 +118,51 @@ def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
 
 def remove_created_directories(run_dir: Path) -> None:
     """Undo Hydra's `mkdir -p` of the run directory for a refused run: remove it and then its
-    parents while they are empty and were modified after this process started, up to the
-    working directory. A directory made before the command stays; an empty parent that existed
-    before goes too (creating the run directory in it changed its time), unless it is the
-    working directory or above it."""
-    directory, working = run_dir.absolute(), Path.cwd()
+    parents while they are empty and this process created them, up to the working directory.
+    A directory made before the command stays, empty or not."""
+    run_dir = run_dir.absolute()
+    directory, working = run_dir, Path.cwd()
     while directory != directory.parent and not working.is_relative_to(directory):
         try:
-            if directory.stat().st_mtime_ns < _STARTED_NS or any(directory.iterdir()):
+            if not _created_by_this_process(directory, run_dir) or any(directory.iterdir()):
                 return
             directory.rmdir()
         except OSError:
             return
         directory = directory.parent
+
+
+def _created_by_this_process(directory: Path, run_dir: Path) -> bool:
+    """Whether `directory` was created after this process started, by its creation time. A
+    parent's modification time cannot tell: creating the run directory in it changed that.
+    Where the file system keeps no creation time, the run directory's modification time
+    stands in for it (a refused run writes nothing into it), and a parent is kept."""
+    created = _creation_ns(directory)
+    if created is None and directory == run_dir:
+        created = directory.stat().st_mtime_ns
+    return created is not None and created >= _STARTED_NS
+
+
+# statx(2): <fcntl.h>'s AT_FDCWD, <linux/stat.h>'s STATX_BTIME and the offset of stx_btime
+# (tv_sec: int64, tv_nsec: uint32) in struct statx, 256 bytes in all.
+_AT_FDCWD, _STATX_BTIME, _BTIME_OFFSET, _STATX_BYTES = -100, 0x800, 80, 256
+
+
+def _creation_ns(path: Path) -> int | None:
+    """When `path` was created (statx's birth time; Python's os.stat does not give it on
+    Linux), or None where the C library or the file system does not keep it."""
+    try:
+        statx = ctypes.CDLL(None, use_errno=True).statx
+    except AttributeError:
+        return None
+    buffer = ctypes.create_string_buffer(_STATX_BYTES)
+    if statx(_AT_FDCWD, os.fsencode(path), 0, _STATX_BTIME, buffer) != 0:
+        return None
+    (mask,) = struct.unpack_from("I", buffer, 0)
+    if not mask & _STATX_BTIME:
+        return None
+    seconds, nanoseconds = struct.unpack_from("qI", buffer, _BTIME_OFFSET)
+    return seconds * 1_000_000_000 + nanoseconds
 
 
 def check_run(cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True):

@@ -10,9 +10,11 @@ from typing import ClassVar
 from schema import (
     BOOLEAN,
     FRACTION,
+    INTEGER_LIMIT,
     NON_NEGATIVE_INTEGER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
+    IntegerRule,
     Rule,
     Schema,
     is_integer,
@@ -22,13 +24,14 @@ from schema import (
     setting,
 )
 
-SEED_LIMIT = 2**63  # torch's and numpy's seeds are signed 64-bit integers
 # The bounds come from the other train settings (`TrainSettings.check_together`).
 LEARNING_START = Rule(
     "an integer from train.batch_size to train.total_steps (a run with no update)", is_integer
 )
 # A whole number of agent steps; env.frame_skip is checked with the env (training.validation).
 EVERY_FRAMES = Rule("a positive multiple of env.frame_skip", POSITIVE_INTEGER.test)
+# ε only falls: its final value is at most ε's start (`TrainSettings.check_together`).
+FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.test)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,9 +40,9 @@ class RunSettings(Schema):
 
     seed: int = setting(
         0,
-        rule=Rule(
-            f"an integer from 0 to {SEED_LIMIT - 1}",
-            lambda v: is_integer(v) and 0 <= v < SEED_LIMIT,
+        rule=Rule(  # not an IntegerRule: its range names the limit already
+            f"an integer from 0 to {INTEGER_LIMIT - 1}",
+            lambda v: is_integer(v) and 0 <= v < INTEGER_LIMIT,
         ),
     )
     # a run directory to continue from its last checkpoint
@@ -64,7 +67,7 @@ class TrainSettings(Schema):
     target_update_period_steps: int = setting(30_000, rule=POSITIVE_INTEGER)
     batch_size: int = setting(32, rule=POSITIVE_INTEGER)
     epsilon_start: float = setting(1.0, rule=FRACTION)
-    epsilon_final: float = setting(0.01, rule=FRACTION)
+    epsilon_final: float = setting(0.01, rule=FINAL_EPSILON)
     epsilon_decay_steps: int = setting(1_000_000, rule=NON_NEGATIVE_INTEGER)
     reward_clip: float | None = setting(
         1.0, rule=none_or(POSITIVE_NUMBER, "null (no clipping) or a number > 0")
@@ -79,6 +82,8 @@ class TrainSettings(Schema):
         if not self.batch_size <= self.learning_start_steps <= self.total_steps:
             key = self.key("learning_start_steps")
             raise refusal(key, self.learning_start_steps, LEARNING_START.allowed)
+        if self.epsilon_final > self.epsilon_start:
+            raise refusal(self.key("epsilon_final"), self.epsilon_final, FINAL_EPSILON.allowed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,8 +109,7 @@ class CheckpointSettings(Schema):
     # each kept checkpoint has its own on-disk copy of the replay
     keep: int = setting(
         2,
-        rule=Rule(
-            "an integer >= 2 (a complete checkpoint must survive a failed save)",
-            lambda v: is_integer(v) and v >= 2,
+        rule=IntegerRule(
+            "an integer >= 2 (a complete checkpoint must survive a failed save)", lambda v: v >= 2
         ),
     )

@@ -8,6 +8,8 @@ changes a training sweep needs.
 - A job that ends without a result (cancelled, killed, failed) does not end the sweep while
   other jobs still run: the sweep waits for every job, names each failed one on one line
   (its number, its overrides, its SLURM id, its state and its log) and exits with status 1.
+  A job SLURM's accounting stops knowing (its state UNKNOWN) is given up after its time
+  limit, so the sweep ends in bounded time however the job ended.
 """
 
 import logging
@@ -105,7 +107,7 @@ class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
             job_label(number, list(overrides), shared)
             for number, overrides in zip(numbers, job_overrides, strict=True)
         ]
-        returns, failures = self._wait(jobs, labels)
+        returns, failures = self._wait(jobs, labels, 60 * self.params["timeout_min"])
         if failures:
             print("\n".join(failures), file=sys.stderr)
             sys.exit(1)
@@ -126,36 +128,60 @@ class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
         return executor
 
     @staticmethod
-    def _wait(jobs: list, labels: list[str]) -> tuple[list[JobReturn], list[str]]:
+    def _wait(
+        jobs: list, labels: list[str], unknown_limit_s: float
+    ) -> tuple[list[JobReturn], list[str]]:
         """Every job's return, in order, and a line for each job that ended without one,
-        written as soon as the job is seen to end."""
+        written as soon as the job is seen to end. A job whose state has stayed UNKNOWN for
+        `unknown_limit_s` (its time limit) counts as one: SLURM's accounting knows a job from
+        its submission, so one it does not know has ended unseen (or cannot be followed), and
+        without this the sweep would wait for it forever."""
         returns: dict[int, JobReturn] = {}
         failures: dict[int, str] = {}
+        unknown_since: dict[int, float] = {}
         pending = set(range(len(jobs)))
         while pending:
             for index in sorted(pending):
-                job = jobs[index]
-                if not job.done():
-                    continue
-                pending.discard(index)
-                try:
-                    job_return = job.results()[0]
-                except UncompletedJobError:
-                    reason = _last_word_of_the_run(job.paths.stderr) or "no result"
+                job, label = jobs[index], labels[index]
+                if job.done():
+                    pending.discard(index)
+                    job_return, failure = _outcome(job, label)
+                    if job_return is not None:
+                        returns[index] = job_return
+                    if failure is not None:
+                        failures[index] = failure
+                elif job.state != "UNKNOWN":
+                    unknown_since.pop(index, None)
+                elif time.monotonic() - unknown_since.setdefault(index, time.monotonic()) >= (
+                    unknown_limit_s
+                ):
+                    pending.discard(index)
                     failures[index] = (
-                        f"error: {labels[index]}, SLURM job {job.job_id}, ended {job.state}: "
-                        f"{reason}; its log: {job.paths.stderr}"
+                        f"error: {label}, SLURM job {job.job_id}: its state has been UNKNOWN for "
+                        f"{unknown_limit_s / 60:g} min, its time limit (sacct does not know it): "
+                        f"no longer waited for; its log: {job.paths.stderr}"
                     )
-                else:
-                    returns[index] = job_return
-                    if job_return.status == JobStatus.FAILED:
-                        error = job_return._return_value
-                        failures[index] = (
-                            f"error: {labels[index]}, SLURM job {job.job_id}, failed: "
-                            f"{type(error).__name__}: {error}; its log: {job.paths.stderr}"
-                        )
                 if index in failures and pending:
                     log.warning(f"{failures[index]}; waiting for the other jobs")
             if pending:
                 time.sleep(POLL_SECONDS)
         return [returns[i] for i in sorted(returns)], [failures[i] for i in sorted(failures)]
+
+
+def _outcome(job, label: str) -> tuple[JobReturn | None, str | None]:
+    """A finished job's return (None: it left none) and its line if it failed (else None)."""
+    try:
+        job_return = job.results()[0]
+    except UncompletedJobError:
+        reason = _last_word_of_the_run(job.paths.stderr) or "no result"
+        return None, (
+            f"error: {label}, SLURM job {job.job_id}, ended {job.state}: {reason}; its log: "
+            f"{job.paths.stderr}"
+        )
+    if job_return.status != JobStatus.FAILED:
+        return job_return, None
+    error = job_return._return_value
+    return job_return, (
+        f"error: {label}, SLURM job {job.job_id}, failed: {type(error).__name__}: {error}; its "
+        f"log: {job.paths.stderr}"
+    )

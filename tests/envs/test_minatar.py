@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from artifacts.tensor_tree import to_numpy, to_tensors
 from envs.minatar import GAMES, make_minatar_env, minatar_frame_shape, resolve_minatar_game
 from envs.registry import build_env
-from training.checkpoints import to_numpy, to_tensors
 
 CHANNELS = {"asterix": 4, "breakout": 4, "freeway": 7, "seaquest": 10, "space_invaders": 6}
 LEFT = 1  # MinAtar's action map: n, l, u, r, d, f

@@ -228,8 +228,8 @@ def test_a_cancelled_job_ends_the_sweep_naming_it_and_the_other_jobs_results_sta
     log = sweep_dir / ".submitit" / job / f"{job}_0_log.err"
     assert re.fullmatch(
         rf"error: job 1 \(seed=1\), SLURM job {job}, ended CANCELLED by \d+: stopped by "
-        rf"SIGTERM at step \d+; resume with: python train\.py resume=\S+; its log: "
-        + re.escape(str(log)),
+        rf"SIGTERM at step \d+; resume with: the sweep's command with hydra\.sweep\.dir="
+        + re.escape(f"{sweep_dir}; its log: {log}"),
         last_line,
     ), last_line
     assert_accounted([job], [["CANCELLED by 0"]])

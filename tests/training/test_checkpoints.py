@@ -5,7 +5,9 @@ import errno
 import json
 import os
 import re
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -361,3 +363,98 @@ def test_a_copy_from_before_checksums_reads_unchecked_and_gets_them_at_its_next_
     flip(tmp_path / "frames-0.bin", 1)
     with pytest.raises(CheckpointError, match="fail their checksum"):
         loaded(tmp_path)
+
+
+def test_chunks_the_ring_has_not_reached_are_not_read_and_still_checked(tmp_path, small_chunks):
+    """Slots 4..9 of a ring that has written 3 are not read to checksum them (here they hold
+    bytes the copy does not: were they read, the copy would fail its check); a byte changed in
+    them on disk is still refused."""
+    ring, store = Ring(), CheckpointStore(tmp_path)
+    ring.write(3)
+    ring.frames[4:] = 255
+    path = store.save(1, state(1), ring.frames, ring.written)
+    _, frames = loaded(tmp_path)
+    np.testing.assert_array_equal(frames[:4], ring.frames[:4])
+    assert not frames[4:].any()
+    flip(tmp_path / "frames-0.bin", 9 * SLOT_BYTES)
+    payload = CheckpointStore(tmp_path).read_latest()
+    with pytest.raises(CheckpointError) as error:
+        CheckpointStore(tmp_path).read_frames(payload, np.zeros(SHAPE, dtype=np.uint8))
+    assert str(error.value) == (
+        f"checkpoint {path}: its replay frames frames-0.bin were changed on disk (bytes "
+        f"{8 * SLOT_BYTES}-{10 * SLOT_BYTES - 1} fail their checksum); delete it to resume from "
+        "the one before"
+    )
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"crc32": [0, 0]},  # fewer checksums than chunks
+        {"crc32": "0"},
+        {"crc32": None},
+        {"crc32": ["0", 0, 0, 0, 0]},
+        {"crc32": [1.5, 0, 0, 0, 0]},
+        {"chunk_slots": "2"},
+        {"chunk_slots": -2},
+        {"chunk_slots": 0},
+    ],
+    ids=str,
+)
+def test_a_frame_copy_record_with_damaged_checksums_is_refused_in_one_line(
+    tmp_path, small_chunks, record
+):
+    ring = Ring()
+    ring.write(7)
+    path = CheckpointStore(tmp_path).save(1, state(1), ring.frames, ring.written)
+    sidecar = tmp_path / "frames-0.json"
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), **record}))
+    payload = CheckpointStore(tmp_path).read_latest()
+    with pytest.raises(CheckpointError) as error:
+        CheckpointStore(tmp_path).read_frames(payload, np.zeros(SHAPE, dtype=np.uint8))
+    assert str(error.value) == (
+        f"checkpoint {path}: the checksums of its replay frames in frames-0.json are damaged; "
+        "delete it to resume from the one before"
+    )
+
+
+def test_a_save_over_a_copy_with_damaged_checksums_writes_them_anew(tmp_path, small_chunks):
+    store, ring = CheckpointStore(tmp_path, keep=2), Ring()
+    for step in (1, 2):
+        ring.write(3, first_value=10 * step)
+        store.save(step, state(step), ring.frames, ring.written)
+    sidecar = tmp_path / "frames-0.json"
+    sidecar.write_text(json.dumps({**json.loads(sidecar.read_text()), "crc32": [7]}))
+    ring.write(4, first_value=50)
+    store.save(3, state(3), ring.frames, ring.written)  # copy 0 again
+    np.testing.assert_array_equal(loaded(tmp_path)[1], ring.frames)
+
+
+def test_a_chunk_is_hashed_once_after_it_changes_not_once_per_copy(
+    tmp_path, small_chunks, monkeypatch
+):
+    """Chunks of 2 slots: each save, and a save after a resume, hashes only the chunks slots
+    were written in since the last save (or the frames read back), whichever copy it syncs."""
+    hashed: list[int] = []
+
+    def crc32(data) -> int:
+        chunk = np.frombuffer(data, dtype=np.uint8)
+        if chunk.any():  # not a chunk the ring has not reached
+            hashed.append(int(chunk[0]))  # the value of its first slot: which chunk
+        return zlib.crc32(data)
+
+    monkeypatch.setattr(checkpoints, "zlib", SimpleNamespace(crc32=crc32))
+    store, ring = CheckpointStore(tmp_path, keep=2), Ring()
+    # Slots 0..7 hold values 1..8 as they are written.
+    for step, (count, chunks) in enumerate([(3, [1, 3]), (2, [3, 5]), (3, [5, 7])], start=1):
+        hashed.clear()
+        ring.write(count, first_value=ring.written + 1)
+        store.save(step, state(step), ring.frames, ring.written)
+        assert hashed == chunks, step  # the second save writes a whole new copy, the third 5 slots
+    resumed = CheckpointStore(tmp_path, keep=2)
+    resumed.read_frames(resumed.read_latest(), ring.frames)  # checks chunks 0..3 (4 is zero)
+    hashed.clear()
+    ring.write(1, first_value=9)
+    resumed.save(4, state(4), ring.frames, ring.written)
+    assert hashed == [9]
+    np.testing.assert_array_equal(loaded(tmp_path)[1], ring.frames)

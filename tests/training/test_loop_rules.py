@@ -1,6 +1,6 @@
-"""The loop's rules on hand-built cases: ε before and after learning starts, α annealing, and
+"""The loop's rules on hand-built cases: ε before and after learning starts, α annealing,
 what a lost life does to the stored episode and the acting state under each
-`train.life_loss` rule."""
+`train.life_loss` rule, and the order in which a run writes its last files."""
 
 from pathlib import Path
 from types import SimpleNamespace
@@ -8,9 +8,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
 from agents.updates import LearnStats
+from artifacts.run_directory import RunDirectory
+from training import loop
 from training.checkpoints import CheckpointStore
 from training.loop import Components, LearningDiverged, StopRequest, Training
 
@@ -143,3 +146,30 @@ def test_a_diverged_learner_stops_the_run_before_its_priorities_are_stored(tmp_p
     with pytest.raises(LearningDiverged, match=r"^the learner diverged at step 1200: loss "):
         training._learn()
     np.testing.assert_array_equal(replay.priorities(), before)
+
+
+class Killed(Exception):
+    """Where a kill would stop the process."""
+
+
+def test_the_final_snapshot_which_marks_a_run_finished_is_written_last(tmp_path, monkeypatch):
+    """A run stopped as it writes its final snapshot (after which a resume changes nothing)
+    has written its hyperparameters and results already."""
+    training = scripted_training(
+        tmp_path,
+        "train.total_steps=40",
+        "train.learning_start_steps=32",
+        "train.log_period_steps=20",
+        "evaluation.every_frames=1000000",
+    )
+
+    def killed(*arguments, **keywords):
+        raise Killed
+
+    monkeypatch.setattr(loop, "save_final_snapshot", killed)
+    with pytest.raises(Killed):
+        training.run()
+    run = RunDirectory(tmp_path)
+    hparams = EventAccumulator(str(run.tensorboard / "hparams")).Reload()
+    assert "hparams/final_return" in hparams.Tags()["scalars"]
+    assert not run.final_snapshot.exists()
