@@ -4,36 +4,29 @@ through an ε-greedy policy (`agents.policy`) and runs its updates through `agen
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 from agents.acceleration import Capture, CapturedCall, capture_cuda_graph
+from agents.compilation import CompiledUpdate
 from agents.devices import resolve_device, use_device
 from agents.networks import build_network
-from agents.optimizer import OPTIMIZERS, CenteredRMSProp
+from agents.optimizer import OPTIMIZERS, CenteredRMSProp, centered_rmsprop
 from agents.per_sample import parameter_change_norms
 from agents.policy import EpsilonGreedy
 from agents.settings import AgentSettings
 from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
-from agents.updates import CudaUpdates, LearnStats, PendingLearn, SerialUpdates
-
-
-class Batch(Protocol):
-    """What `learn` reads (the replay's batch). B = len(actions).
-
-    all_states: uint8 (2B, history, *frame_shape); rows [:B] are S_j, rows [B:] are S_{j+1}.
-    actions: int64 (B,). rewards: float32 (B,), already clipped. terminals: float32 (B,),
-    1.0 where the target must not bootstrap. weights: float32 (B,) importance weights.
-    The replay reuses these arrays between calls, so the agent keeps no reference to them.
-    """
-
-    all_states: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminals: np.ndarray
-    weights: np.ndarray
+from agents.updates import (
+    Batch,
+    CudaUpdates,
+    LearnStats,
+    PendingLearn,
+    SerialUpdates,
+    check_batch,
+)
 
 
 class DoubleDQN:
@@ -93,7 +86,13 @@ class DoubleDQN:
         self.optimizer = _optimizer(self.online, agent, batch_size)
         self.single_forward = cuda  # see _online_q
         self.cuda_graphs = agent.cuda_graphs
-        update = self.captured_update(enabled=cuda and agent.cuda_graphs)
+        if agent.torch_compile and compute_parameter_change_norms:
+            raise ValueError(
+                "agent.torch_compile=true is not allowed with replay.priority_signal="
+                "parameter_change: its per-sample gradients are computed eagerly"
+            )
+        step = CompiledUpdate(self) if agent.torch_compile else self.update_step
+        update = self.captured_update(cuda and agent.cuda_graphs, step=step)
         self.updates = (
             CudaUpdates(update, self.device, self.online, agent.pipelined)
             if cuda
@@ -126,19 +125,22 @@ class DoubleDQN:
     def start_learning(self, batch: Batch) -> PendingLearn:
         """Start `learn`'s update and return at once where the device allows (CUDA); the
         batch's arrays must stay untouched until it is done."""
-        batch_size = _check_batch(batch, (self.history_length, *self.frame_shape), self.device)
+        batch_size = check_batch(batch, (self.history_length, *self.frame_shape), self.device)
         return self.updates.start(batch, batch_size)
 
     def wait(self) -> None:
         """Wait for the update in flight, if any (its stats stay with its `PendingLearn`)."""
         self.updates.wait()
 
-    def captured_update(self, enabled: bool, capture: Capture = capture_cuda_graph) -> CapturedCall:
-        """`update_step` as a CapturedCall on this learner's device: its state is what the step
-        changes in place (the online parameters, the optimizer's statistics), its constants
-        the numbers it reads as Python values (see `_update_constants`)."""
+    def captured_update(
+        self, enabled: bool, capture: Capture = capture_cuda_graph, step: Callable | None = None
+    ) -> CapturedCall:
+        """`step` (by default `update_step`; or it compiled) as a CapturedCall on this
+        learner's device: its state is what the step changes in place (the online parameters,
+        the optimizer's statistics), its constants the numbers it reads as Python values (see
+        `_update_constants`)."""
         return CapturedCall(
-            self.update_step,
+            step or self.update_step,
             name="the update",
             enabled=enabled,
             device=self.device,
@@ -170,27 +172,15 @@ class DoubleDQN:
         capture it; returns [TD errors, loss, mean Q, parameter-change norms if computed] in
         one tensor. It changes the online parameters and the optimizer's statistics, nothing
         else."""
-        batch_size = actions.shape[0]
-        if self.target_rule == "dqn":  # the online network's next-state values are not used
-            q_states = self.online(all_states[:batch_size])
-        else:
-            q_states, next_q_online = self._online_q(all_states, batch_size)
-        q_taken = q_states.gather(1, actions.unsqueeze(1)).squeeze(1)
-        with torch.no_grad():
-            next_q_target = self.target(all_states[batch_size:])
-            if self.target_rule == "dqn":
-                targets = dqn_targets(next_q_target, rewards, terminals, self.discount)
-            else:
-                targets = double_q_targets(
-                    next_q_online, next_q_target, rewards, terminals, self.discount
-                )
-        td_errors = targets - q_taken
+        td_errors, q_taken, targets = self._td_errors(
+            self.online, all_states, actions, rewards, terminals
+        )
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norms = []
         if self.compute_parameter_change_norms:  # at θ and the statistics before the step
-            states = all_states[:batch_size]
+            states = all_states[: actions.shape[0]]
             clip = self.td_error_clip
             norms.append(
                 parameter_change_norms(
@@ -201,8 +191,61 @@ class DoubleDQN:
         with torch.no_grad():
             return torch.cat([td_errors, loss.reshape(1), q_taken.mean().reshape(1), *norms])
 
+    def traced_update_step(
+        self, params, grad_avgs, square_avgs, all_states, actions, rewards, terminals, weights
+    ) -> torch.Tensor:
+        """`update_step` as one function of tensors, for `torch.compile` to trace whole:
+        gradients by `torch.func` instead of `backward`, the optimizer's rule applied to
+        `params` (the online parameters, in order) and their statistics in place. The same
+        arithmetic, rounded differently once compiled."""
+        names = [name for name, _ in self.online.named_parameters()]
+
+        def loss_of(values: dict) -> tuple:
+            def online(states: torch.Tensor) -> torch.Tensor:
+                return torch.func.functional_call(self.online, values, (states,))
+
+            td_errors, q_taken, _ = self._td_errors(online, all_states, actions, rewards, terminals)
+            loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
+            return loss, (td_errors, q_taken.mean())
+
+        gradients, (loss, (td_errors, mean_q)) = torch.func.grad_and_value(loss_of, has_aux=True)(
+            dict(zip(names, params, strict=True))
+        )
+        group = self.optimizer.param_groups[0]
+        centered_rmsprop(
+            params,
+            [gradients[name] for name in names],
+            grad_avgs,
+            square_avgs,
+            lr=group["lr"],
+            decay=group["decay"],
+            epsilon=group["epsilon"],
+            epsilon_inside=self.optimizer.epsilon_inside,
+        )
+        with torch.no_grad():
+            return torch.cat([td_errors, loss.reshape(1), mean_q.reshape(1)])
+
+    def _td_errors(self, online, all_states, actions, rewards, terminals) -> tuple:
+        """(δ, Q_online(S, A), the targets y) of a batch, δ = y - Q_online(S, A) with gradient
+        through `online` (the online network, or a function of its parameters)."""
+        batch_size = actions.shape[0]
+        if self.target_rule == "dqn":  # the online network's next-state values are not used
+            q_states = online(all_states[:batch_size])
+        else:
+            q_states, next_q_online = self._online_q(online, all_states, batch_size)
+        q_taken = q_states.gather(1, actions.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            next_q_target = self.target(all_states[batch_size:])
+            if self.target_rule == "dqn":
+                targets = dqn_targets(next_q_target, rewards, terminals, self.discount)
+            else:
+                targets = double_q_targets(
+                    next_q_online, next_q_target, rewards, terminals, self.discount
+                )
+        return targets - q_taken, q_taken, targets
+
     def _online_q(
-        self, all_states: torch.Tensor, batch_size: int
+        self, online, all_states: torch.Tensor, batch_size: int
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Q_online(S) with gradient and Q_online(S') detached (it only selects actions).
 
@@ -212,11 +255,11 @@ class DoubleDQN:
         docs/deviations.md). Both give the same values up to float rounding.
         """
         if self.single_forward:
-            all_q = self.online(all_states)
+            all_q = online(all_states)
             return all_q[:batch_size], all_q[batch_size:].detach()
-        q_states = self.online(all_states[:batch_size])
+        q_states = online(all_states[:batch_size])
         with torch.no_grad():
-            return q_states, self.online(all_states[batch_size:])
+            return q_states, online(all_states[batch_size:])
 
     def sync_target(self) -> None:
         """Hard copy of the online parameters into the target network."""
@@ -260,30 +303,3 @@ def _optimizer(online: torch.nn.Module, agent: AgentSettings, batch_size: int) -
         epsilon=epsilon / batch_size**2 if inside else epsilon,
         epsilon_inside=inside,
     )
-
-
-def _check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device) -> int:
-    """Validate dtypes and shapes (cheap, and a wrong dtype would otherwise fail deep inside
-    torch or silently promote); returns the batch size B. `all_states` may be a uint8 tensor
-    on `device` instead of an array."""
-    batch_size = batch.actions.shape[0]
-    expected = {
-        "all_states": (np.uint8, (2 * batch_size, *state_shape)),
-        "actions": (np.int64, (batch_size,)),
-        "rewards": (np.float32, (batch_size,)),
-        "terminals": (np.float32, (batch_size,)),
-        "weights": (np.float32, (batch_size,)),
-    }
-    for name, (dtype, shape) in expected.items():
-        array = getattr(batch, name)
-        if isinstance(array, torch.Tensor) and name == "all_states":
-            good = array.dtype == torch.uint8 and array.device == device
-            dtype = f"uint8 on {device}"
-        else:
-            good = isinstance(array, np.ndarray) and array.dtype == dtype
-            dtype = np.dtype(dtype)
-        if not good or tuple(array.shape) != shape:
-            raise ValueError(
-                f"batch.{name} must be {dtype} {shape}, got {array.dtype} {tuple(array.shape)}"
-            )
-    return batch_size

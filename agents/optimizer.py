@@ -77,14 +77,42 @@ class CenteredRMSProp(torch.optim.Optimizer):
         for group in self.param_groups:
             params = [param for param in group["params"] if param.grad is not None]
             if params:  # foreach ops reject empty lists
-                self._update(params, group["lr"], group["decay"], group["epsilon"])
+                grad_avgs, square_avgs = self.statistics(params)
+                centered_rmsprop(
+                    params,
+                    [param.grad for param in params],
+                    grad_avgs,
+                    square_avgs,
+                    lr=group["lr"],
+                    decay=group["decay"],
+                    epsilon=group["epsilon"],
+                    epsilon_inside=self.epsilon_inside,
+                )
         return loss
 
-    def _update(self, params: list[torch.Tensor], lr: float, decay: float, epsilon: float) -> None:
-        grads = [param.grad for param in params]
-        grad_avgs = [self.state[param]["grad_avg"] for param in params]
-        square_avgs = [self.state[param]["square_avg"] for param in params]
-        if not self.epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps
+    def statistics(self, params: list[torch.Tensor]) -> tuple[list, list]:
+        """g and g2 of `params`, in their order."""
+        return (
+            [self.state[param]["grad_avg"] for param in params],
+            [self.state[param]["square_avg"] for param in params],
+        )
+
+
+def centered_rmsprop(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    grad_avgs: list[torch.Tensor],
+    square_avgs: list[torch.Tensor],
+    *,
+    lr: float,
+    decay: float,
+    epsilon: float,
+    epsilon_inside: bool,
+) -> None:
+    """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2): what its
+    `step` runs, and what a traced update (`torch.func` gradients) applies."""
+    with torch.no_grad():
+        if not epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps
             torch._foreach_mul_(square_avgs, decay)
             torch._foreach_addcmul_(square_avgs, grads, grads, value=1.0 - decay)
             torch._foreach_lerp_(grad_avgs, grads, 1.0 - decay)

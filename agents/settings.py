@@ -18,6 +18,7 @@ from schema import (
     Schema,
     is_number,
     one_of,
+    refusal,
     setting,
     text,
 )
@@ -51,3 +52,12 @@ class AgentSettings(Schema):
     # true: on CUDA, the update and acting replay captured graphs, each checked against the
     # eager call (docs/gpu.md); off until a GPU has passed pytest -k cuda
     cuda_graphs: bool = setting(False, rule=BOOLEAN)
+    # true: the update compiled whole by torch.compile (agents/compilation.py): the same
+    # arithmetic, rounded differently, and on CPU a small network's update much faster
+    torch_compile: bool = setting(False, rule=BOOLEAN)
+
+    def check_together(self) -> None:
+        if self.torch_compile and self.cuda_graphs:
+            raise refusal(
+                "agent.torch_compile", "true", "false with agent.cuda_graphs=true (choose one)"
+            )

@@ -1,12 +1,14 @@
-"""How the learner's updates run: the update in flight, and on CUDA its stream, page-locked
-staging, captured graphs and, in pipelined mode, the copy of the parameters that training acts
-with meanwhile. What an update computes is the learner's (`DoubleDQN.update_step`)."""
+"""How the learner's updates run: the batch an update takes (checked), the update in flight,
+and on CUDA its stream, page-locked staging, captured graphs and, in pipelined mode, the copy
+of the parameters that training acts with meanwhile. What an update computes is the
+learner's (`DoubleDQN.update_step`)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -56,6 +58,49 @@ class PendingLearn:
                 parameter_change_norms=norms if len(norms) else None,
             )
         return self._stats
+
+
+class Batch(Protocol):
+    """What `learn` reads (the replay's batch). B = len(actions).
+
+    all_states: uint8 (2B, history, *frame_shape); rows [:B] are S_j, rows [B:] are S_{j+1}.
+    actions: int64 (B,). rewards: float32 (B,), already clipped. terminals: float32 (B,),
+    1.0 where the target must not bootstrap. weights: float32 (B,) importance weights.
+    The replay reuses these arrays between calls, so the agent keeps no reference to them.
+    """
+
+    all_states: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminals: np.ndarray
+    weights: np.ndarray
+
+
+def check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device) -> int:
+    """Validate dtypes and shapes (cheap, and a wrong dtype would otherwise fail deep inside
+    torch or silently promote); returns the batch size B. `all_states` may be a uint8 tensor
+    on `device` instead of an array."""
+    batch_size = batch.actions.shape[0]
+    expected = {
+        "all_states": (np.uint8, (2 * batch_size, *state_shape)),
+        "actions": (np.int64, (batch_size,)),
+        "rewards": (np.float32, (batch_size,)),
+        "terminals": (np.float32, (batch_size,)),
+        "weights": (np.float32, (batch_size,)),
+    }
+    for name, (dtype, shape) in expected.items():
+        array = getattr(batch, name)
+        if isinstance(array, torch.Tensor) and name == "all_states":
+            good = array.dtype == torch.uint8 and array.device == device
+            dtype = f"uint8 on {device}"
+        else:
+            good = isinstance(array, np.ndarray) and array.dtype == dtype
+            dtype = np.dtype(dtype)
+        if not good or tuple(array.shape) != shape:
+            raise ValueError(
+                f"batch.{name} must be {dtype} {shape}, got {array.dtype} {tuple(array.shape)}"
+            )
+    return batch_size
 
 
 def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Tensor]]) -> list:

@@ -1,0 +1,45 @@
+"""`agent.torch_compile`: the learner's whole update (forward, gradients, the optimizer's rule)
+compiled by `torch.compile`, which fuses the many small operations that bound a small
+network's update (MinAtar's: docs/benchmarks.md). The same arithmetic, rounded differently:
+like any setting that changes results, a run keeps it from its first step to its last."""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import torch
+
+from agents.acceleration import error_line
+
+
+class CompiledUpdate:
+    """A callable with the arguments and result of `learner.update_step` that runs
+    `learner.traced_update_step` compiled.
+
+    Compiling happens at the first call, before anything runs: if it fails (no C++ compiler,
+    an operation the compiler does not support), this prints one line (the cause, then
+    "continuing without torch.compile") and calls `update_step` from then on, which starts
+    from the same parameters and statistics. The learner is held weakly, so a learner holding
+    its CompiledUpdate forms no reference cycle."""
+
+    def __init__(self, learner) -> None:
+        self._learner = weakref.ref(learner)
+        self._compiled = torch.compile(type(learner).traced_update_step, dynamic=False)
+        self.enabled = True
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        learner = self._learner()
+        if self.enabled:
+            params = list(learner.online.parameters())
+            grad_avgs, square_avgs = learner.optimizer.statistics(params)
+            try:
+                return self._compiled(learner, params, grad_avgs, square_avgs, *inputs)
+            except Exception as error:  # noqa: BLE001 - any failure of the compiler
+                self.enabled = False
+                print(
+                    f"warning: torch.compile of the update failed ({error_line(error)}); "
+                    "continuing without torch.compile",
+                    file=sys.stderr,
+                )
+        return learner.update_step(*inputs)
