@@ -25,9 +25,7 @@ class NatureQNetwork(nn.Module):
     actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper.
     """
 
-    def __init__(
-        self, num_actions: int, history_length: int = 4, frame_shape: tuple[int, ...] = (84, 84)
-    ) -> None:
+    def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
         if tuple(frame_shape) != (FRAME_SIZE, FRAME_SIZE):
             raise ValueError(f"the Nature network takes 84x84 frames, not {tuple(frame_shape)}")
@@ -79,9 +77,7 @@ class MinAtarQNetwork(nn.Module):
     history_length × C input channels. Output: float32 (B, num_actions).
     """
 
-    def __init__(
-        self, num_actions: int, history_length: int = 1, frame_shape: tuple[int, ...] = (4, 10, 10)
-    ) -> None:
+    def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
         if len(frame_shape) != 3 or num_actions < 1 or history_length < 1:
             raise ValueError(
@@ -95,7 +91,7 @@ class MinAtarQNetwork(nn.Module):
         self.hidden = nn.Linear(16 * (height - 2) * (width - 2), 128)
         self.output = nn.Linear(128, num_actions)
         # The same function in another memory layout: oneDNN's convolution on this small
-        # input runs faster channels-last (benchmarks/README.md).
+        # input runs faster channels-last (docs/benchmarks.md#cpu-threads-memory-and-layout).
         self.conv.to(memory_format=torch.channels_last)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:

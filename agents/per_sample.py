@@ -1,4 +1,21 @@
-"""Per-transition quantities of a Double DQN update, from per-sample gradients (torch.func)."""
+"""Per-transition quantities of a Double DQN update, from per-sample gradients (torch.func).
+
+Under uniform replay (every w = 1) the shares Δθ_i sum to exactly the step the optimizer
+takes. The importance weight is left out of g_i: it corrects the sampling distribution,
+and in the priority it would feed that correction back into the distribution (rarely
+drawn transitions get large weights); the |δ| signal leaves it out too. It stays in ḡ,
+which is what the optimizer's statistics see.
+
+`parameter_change_norms` divides by the batch's mean s_j: that puts the norm on the scale of the
+clipped |δ|, whatever the step size, the network's size or how much RMSProp's ε dominates D: if
+every state moved the network alike the norm would be exactly min(|δ|, κ), the paper's priority
+without ε, and it departs from that by how much more (or less) than the batch average this
+transition's state moves the parameters. So the paper's ε = 0.01 and the max-priority start of 1
+keep their meaning, and the values spread like clipped |δ| (neither clipped nor flattened;
+measured figures in docs/replay.md#extensions-beyond-the-paper). The raw ‖Δθ_i‖ would not do:
+with DeepMind's ε inside the square root it is set by ε, not by the data, and was about a
+quarter of min(|δ|, 1) on Pong, below ε for most transitions.
+"""
 
 from __future__ import annotations
 
@@ -34,26 +51,9 @@ def parameter_change_norms(
                                                      unit of clipped TD error
         norm_i = ‖Δθ_i‖₂ / (lr / B · mean_j s_j) = |clip(δ_i, ±κ)| · s_i / mean_j s_j
 
-    Under uniform replay (every w = 1) the shares Δθ_i sum to exactly the step the optimizer
-    takes. The importance weight is left out of g_i: it corrects the sampling distribution,
-    and in the priority it would feed that correction back into the distribution (rarely
-    drawn transitions get large weights); the |δ| signal leaves it out too. It stays in ḡ,
-    which is what the optimizer's statistics see.
-
-    Normalization: dividing by the batch's mean s_j puts the norm on the scale of the clipped
-    |δ|, whatever the step size, the network's size or how much RMSProp's ε dominates D: if
-    every state moved the network alike the norm would be exactly min(|δ|, κ), the paper's
-    priority without ε, and it departs from that by how much more (or less) than the batch
-    average this transition's state moves the parameters. So the paper's ε = 0.01 and the
-    max-priority start of 1 keep their meaning, and the values spread like clipped |δ|
-    (neither clipped nor flattened; measured figures in the README, Extensions beyond the
-    paper). The raw ‖Δθ_i‖ would not do: with DeepMind's ε inside the square root it is set by
-    ε, not by the data, and was about a quarter of min(|δ|, 1) on Pong, below ε for most
-    transitions.
-
-    Per-sample gradients of Q come from `torch.func.vmap(grad(...))` over a functional call
-    of `network`: B copies of the gradient, 4·B·P bytes for P parameters (`chunk_size` bounds
-    how many `vmap` makes at once).
+    Why w_i is left out of g_i, and why the mean s_j: the module's docstring. Per-sample
+    gradients of Q come from `torch.func.vmap(grad(...))`: B copies of the gradient, 4·B·P
+    bytes for P parameters (`chunk_size` bounds how many `vmap` makes at once).
     """
     params = {name: param.detach() for name, param in network.named_parameters()}
     buffers = {name: buffer.detach() for name, buffer in network.named_buffers()}

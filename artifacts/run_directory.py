@@ -29,7 +29,9 @@ LATEST_SNAPSHOT = "agent_latest.pt"
 BEST_SNAPSHOT = "agent_best.pt"
 FINAL_SNAPSHOT = "agent_final.pt"
 
-# The paper's settings, which a variant name leaves out.
+# The paper's settings, which a variant name leaves out: the schemas' defaults
+# (agents/settings.py, replay/settings.py), named here as artifacts may not import replay and
+# agents.settings would load torch into every report (tests/artifacts checks they agree).
 DEFAULT_TARGET_RULE = "double_dqn"
 DEFAULT_PRIORITY_SIGNAL = "td_error"
 DEFAULT_EVICTION = "fifo"

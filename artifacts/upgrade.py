@@ -5,8 +5,8 @@ are read, so that no other module knows about older versions.
 Every value filled in here is the one an older run ran with, not a default: it stays what it
 is whatever later versions make the default. Runs from commit 7ddb4ad on (the first to store
 the evaluation and checkpoint settings) are upgraded; an older config lacks settings this
-module does not add, and the validation of a resumed run refuses it in one line naming the
-first (`evaluation.every_frames is not set`)."""
+module cannot add, and `check_resumable` refuses to resume it in one line naming that
+commit."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import copy
 import os
 
 from envs.registry import environment_kind
+
+FIRST_RESUMABLE = "7ddb4ad"
 
 # Settings added since then, with the value that continues a run stored without them the way
 # it ran.
@@ -23,6 +25,7 @@ ADDED_SETTINGS = {
     "train.life_loss": "stop_bootstrap",  # a lost life only stopped bootstrapping
     "agent.pipelined": False,
     "agent.cuda_graphs": True,
+    "agent.torch_compile": False,
     "agent.network": "nature",
     "agent.target_rule": "double_dqn",
     "agent.optimizer": "deepmind_rmsprop",
@@ -52,6 +55,18 @@ def upgrade_config(config: dict) -> dict:
         # Games were stored by the name given before they were stored by their id.
         env["game"] = environment_kind(env["kind"]).game_id(env["game"])
     return config
+
+
+def check_resumable(config: dict) -> None:
+    """A run config (`upgrade_config`'s) that this version can resume, or a one-line
+    ValueError: one written before `FIRST_RESUMABLE` has no evaluation settings, and their
+    values then were not recorded."""
+    evaluation = config.get("evaluation")
+    if not (isinstance(evaluation, dict) and "every_frames" in evaluation):
+        raise ValueError(
+            f"resume={config.get('resume')}: the run was written by a version too old to "
+            f"resume; runs written from commit {FIRST_RESUMABLE} on can be resumed"
+        )
 
 
 def upgrade_checkpoint_state(state: dict, identity: dict) -> dict:

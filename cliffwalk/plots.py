@@ -52,18 +52,7 @@ def plot_figure(
         )
         if not rows:
             continue
-        colour, label = STYLE[strategy]
-        endings = [
-            (sum(row.stalled for row in rows), "stalled"),
-            (sum(row.capped for row in rows), "hit the cap"),
-        ]
-        if any(count for count, _ in endings):
-            total = sum(row.runs for row in rows)
-            label += (
-                " ("
-                + ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
-                + ")"
-            )
+        colour, label = STYLE[strategy][0], _label(strategy, rows)
         finite = [row for row in rows if math.isfinite(row.median)]
         x = [row.transitions for row in finite]
         axes.plot(
@@ -96,6 +85,23 @@ def plot_figure(
     _decorate(axes, summaries, title, study)
     figure.tight_layout()
     figure.savefig(path)
+
+
+def _label(strategy: str, rows: Sequence[Summary]) -> str:
+    """The strategy's legend entry, with how many of its runs stalled or hit the cap."""
+    endings = [
+        (sum(row.stalled for row in rows), "stalled"),
+        (sum(row.capped for row in rows), "hit the cap"),
+    ]
+    label = STYLE[strategy][1]
+    if any(count for count, _ in endings):
+        total = sum(row.runs for row in rows)
+        label += (
+            " ("
+            + ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
+            + ")"
+        )
+    return label
 
 
 def _decorate(axes, summaries: Sequence[Summary], title: str, study: Study) -> None:

@@ -96,6 +96,16 @@ def evicted_slot(eviction: str, arrival: np.ndarray, priorities: np.ndarray) -> 
     return int(lowest[np.argmin(arrival[lowest])])
 
 
+def _empty_memory(n: int, capacity: int) -> Transitions:
+    return Transitions(
+        n=n,
+        pair=np.zeros(capacity, dtype=np.int64),
+        next_state=np.zeros(capacity, dtype=np.int64),
+        reward=np.zeros(capacity),
+        terminal=np.zeros(capacity, dtype=bool),
+    )
+
+
 def _store(
     memory: Transitions,
     slot: int,
@@ -120,13 +130,7 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
     sampler_name, _, eviction = strategy.partition("+")
     stream_seed, theta_seed, replay_seed = np.random.SeedSequence([seed, n]).spawn(3)
     capacity, budget = memory_capacity(n, settings.memory_fraction), settings.replay.max_updates
-    memory = Transitions(
-        n=n,
-        pair=np.zeros(capacity, dtype=np.int64),
-        next_state=np.zeros(capacity, dtype=np.int64),
-        reward=np.zeros(capacity),
-        terminal=np.zeros(capacity, dtype=bool),
-    )
+    memory = _empty_memory(n, capacity)
     learner = QLearner(
         memory, has_bias=representation == "linear", rng=np.random.default_rng(theta_seed)
     )

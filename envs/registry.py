@@ -62,7 +62,7 @@ ENVIRONMENTS: dict[str, EnvironmentKind] = {
 }
 
 
-DEFAULT_KIND = "atari"  # the paper's games: the kind of env settings that name none
+DEFAULT_KIND = "atari"  # the paper's games: where no run config names a kind
 
 
 def environment_kind(kind: str) -> EnvironmentKind:
@@ -79,7 +79,6 @@ def env_settings(section: Mapping, complete: bool = False) -> Schema:
 
 
 def build_env(settings: Mapping, seed: int) -> TrainingEnv:
-    """The env `settings["kind"]` (`DEFAULT_KIND` where it names none), given the other
-    settings as arguments."""
+    """The env `settings["kind"]`, given the other settings as arguments."""
     arguments = dict(settings)
-    return environment_kind(arguments.pop("kind", DEFAULT_KIND)).make(seed=seed, **arguments)
+    return environment_kind(arguments.pop("kind", None)).make(seed=seed, **arguments)

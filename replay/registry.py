@@ -14,7 +14,7 @@ from replay.sampler import Sampler, UniformSampler
 from replay.settings import ReplaySettings
 from replay.storage import FrameStorage, Storage
 from replay.transition_storage import TransitionStorage
-from schema import one_of
+from schema import one_of, refusal
 
 SAMPLERS: dict[str, type] = {
     "uniform": UniformSampler,
@@ -58,13 +58,23 @@ def storage_class(eviction: str) -> type:
     return STORAGES[eviction]
 
 
+# `replay.device`: the learner's device (the frames are gathered there), and only the frame
+# ring keeps a copy of its frames on a device.
+REPLAY_DEVICES = "cpu, or agent.device's CUDA device with replay.eviction=fifo"
+
+
+def check_device_copy(eviction: str, device) -> None:
+    """A storage that forgets by `eviction` may keep a copy of its frames on `device` (not
+    the host), or a one-line ValueError naming `replay.device`."""
+    if storage_class(eviction) is not FrameStorage:
+        raise refusal("replay.device", device, REPLAY_DEVICES)
+
+
 def build_storage(
     eviction: str, capacity: int, history_length: int, frame_shape: tuple[int, int], device=None
 ) -> Storage:
-    """`device`: where a copy of the frames lives for gathering (None: the host only); only
-    the frame ring keeps one."""
+    """`device`: where a copy of the frames lives for gathering (None: the host only)."""
     if device is None:
         return storage_class(eviction)(capacity, history_length, frame_shape)
-    if storage_class(eviction) is not FrameStorage:
-        raise ValueError(f"replay.device={device} needs replay.eviction=fifo, not {eviction}")
+    check_device_copy(eviction, device)
     return FrameStorage(capacity, history_length, frame_shape, device=device)

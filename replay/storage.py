@@ -101,10 +101,10 @@ class FrameStorage:
     def __init__(
         self, capacity: int, history_length: int, frame_shape: tuple[int, ...], device=None
     ):
-        if capacity < history_length + 2:
+        if capacity < self.smallest_capacity(history_length):
             raise ValueError(
                 f"replay.capacity={capacity} must be at least history_length + 2 = "
-                f"{history_length + 2}"
+                f"{self.smallest_capacity(history_length)}"
             )
         self.capacity = capacity
         self.history_length = history_length
@@ -127,6 +127,11 @@ class FrameStorage:
         self._awaiting_action = False
         # Offsets from a state's newest slot to each of its frames, oldest first.
         self._history_offsets = np.arange(-(history_length - 1), 1)
+
+    @staticmethod
+    def smallest_capacity(history_length: int) -> int:
+        """The fewest slots the ring takes (`replay.capacity`, checked up front against it)."""
+        return history_length + 2
 
     @staticmethod
     def frames_per_slot(history_length: int) -> int:

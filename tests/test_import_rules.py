@@ -9,6 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The project's Hydra plugins; the hydra_plugins namespace is shared with the launchers', which
+# training may import.
+PLUGINS = "hydra_plugins.per_atari"
 # package -> the packages it must not import; README.md ("How it is built") mirrors this table.
 FORBIDDEN = {
     # The rules every component's settings are checked with: every package may import it.
@@ -21,15 +24,28 @@ FORBIDDEN = {
         "evaluation",
         "reporting",
         "cliffwalk",
+        PLUGINS,
     },
-    "agents": {"training", "evaluation", "reporting", "cliffwalk", "artifacts"},
-    "replay": {"training", "evaluation", "reporting", "cliffwalk", "artifacts"},
-    "envs": {"training", "evaluation", "reporting", "cliffwalk", "artifacts"},
-    "artifacts": {"training", "evaluation", "reporting", "replay"},
-    "evaluation": {"training", "replay", "reporting"},
-    "reporting": {"training", "replay"},
-    "cliffwalk": {"training", "evaluation", "reporting"},
-    "training": {"reporting", "cliffwalk"},
+    "agents": {"training", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
+    "replay": {"training", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
+    "envs": {"training", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
+    "artifacts": {"training", "evaluation", "reporting", "replay", PLUGINS},
+    "evaluation": {"training", "replay", "reporting", PLUGINS},
+    "reporting": {"training", "replay", PLUGINS},
+    "cliffwalk": {"training", "evaluation", "reporting", PLUGINS},
+    "training": {"reporting", "cliffwalk", PLUGINS},
+    # Hydra imports the plugins at every start (nothing else does): they reach the project
+    # through training alone.
+    "hydra_plugins": {
+        "schema",
+        "agents",
+        "replay",
+        "envs",
+        "artifacts",
+        "evaluation",
+        "reporting",
+        "cliffwalk",
+    },
 }
 
 
@@ -60,7 +76,7 @@ def violations(root: Path, package: str) -> list[str]:
     found = []
     for path in sorted((root / package).rglob("*.py")):
         for line, module in imported_modules(path, root):
-            if module.split(".")[0] in FORBIDDEN[package]:
+            if any(module == name or module.startswith(f"{name}.") for name in FORBIDDEN[package]):
                 found.append(
                     f"{path.relative_to(root)}:{line} imports {module} ({package} must not "
                     f"import {', '.join(sorted(FORBIDDEN[package]))})"
@@ -165,3 +181,14 @@ def test_the_check_finds_a_cycle_through_type_only_and_submodule_imports(tmp_pat
     ]
     (tmp_path / "reporting" / "plots.py").write_text("import numpy\n")
     assert find_cycle(import_graph(tmp_path)) == []
+
+
+def test_the_project_plugins_are_apart_from_the_shared_namespace(tmp_path):
+    (tmp_path / "training").mkdir()
+    (tmp_path / "training" / "launch.py").write_text(
+        "from hydra_plugins.hydra_submitit_launcher import config\n"
+        "from hydra_plugins.per_atari import settings\n"
+    )
+    assert [line.split(" (")[0] for line in violations(tmp_path, "training")] == [
+        "training/launch.py:2 imports hydra_plugins.per_atari"
+    ]

@@ -9,13 +9,12 @@ from hydra.core.config_store import ConfigStore
 from agents.settings import AgentSettings
 from envs.registry import ENVIRONMENTS
 from replay.registry import SAMPLERS
-from schema import Schema
 from training.settings import CheckpointSettings, EvaluationSettings, RunSettings, TrainSettings
 
 
-def default_configs() -> dict[str, type[Schema]]:
-    """Hydra config name -> the schema whose defaults it holds."""
-    return {
+def default_configs() -> dict[str, dict]:
+    """Hydra config name -> its values."""
+    schemas = {
         "run_settings": RunSettings,
         "train_settings": TrainSettings,
         "evaluation_settings": EvaluationSettings,
@@ -24,10 +23,16 @@ def default_configs() -> dict[str, type[Schema]]:
         **{f"{kind}_replay_settings": sampler.settings for kind, sampler in SAMPLERS.items()},
         **{f"{kind}_env_settings": env.settings for kind, env in ENVIRONMENTS.items()},
     }
+    return {
+        **{name: schema.defaults() for name, schema in schemas.items()},
+        # Schaul et al. (2016) divide the step size by 4 for prioritized replay: the prioritized
+        # presets build their agent section on this (`- /prioritized_agent_settings@agent`).
+        "prioritized_agent_settings": {"learning_rate": AgentSettings.learning_rate / 4},
+    }
 
 
 def register_defaults() -> None:
-    """Store each schema's defaults as its Hydra config, untyped: a value of the wrong type
-    then reaches the project's own one-line refusal instead of Hydra's."""
-    for name, schema in default_configs().items():
-        ConfigStore.instance().store(name=name, node=schema.defaults())
+    """Store each config, untyped: a value of the wrong type then reaches the project's own
+    one-line refusal instead of Hydra's."""
+    for name, values in default_configs().items():
+        ConfigStore.instance().store(name=name, node=values)

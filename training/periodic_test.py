@@ -57,8 +57,7 @@ class PeriodicTest:
         self.best_score = -math.inf
         self.pending_steps: list[int] = []
         self.period_steps = cfg.evaluation.every_frames // cfg.env.frame_skip
-        # Runs stored before the key existed played their tests inline.
-        self.in_worker = getattr(cfg.evaluation, "worker", False)
+        self.in_worker = cfg.evaluation.worker
         self.agent_files = Path(run_dir) / PENDING_TESTS
         self._worker: EvaluationWorker | None = None
         # The agent files of recorded tests, by the checkpoint period they were recorded in;

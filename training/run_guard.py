@@ -33,18 +33,19 @@ def check_command_line(arguments: list[str]) -> None:
 def torch_threads(setting, resumed_with: int | None = None) -> int:
     """torch's CPU thread count: a number, or `auto`: the count a resumed run ran with
     (`resumed_with`, from its checkpoint: a resume is bit-identical only with it), else
-    OMP_NUM_THREADS where set, else every core this process may use (at most 8). On this
-    project's idle 2-core machine two threads ran the learning phase 1.65x as fast as one
-    (benchmarks/throughput.py, README); on a busy one they can be twice as slow (a 2,000-step
-    demo took 105 s with two, 44 s with one), which is what OMP_NUM_THREADS or `threads=1` is
-    for."""
+    OMP_NUM_THREADS where set (at most the cores this process may use), else every such core
+    (at most 8). Every core is fastest on an idle machine; on a busy one fewer threads can be
+    faster, which is what OMP_NUM_THREADS or `threads=1` is for
+    (docs/benchmarks.md#cpu-threads-memory-and-layout)."""
     if setting != "auto":
         return int(setting)
     if resumed_with is not None:
         return resumed_with
+    cores = len(os.sched_getaffinity(0))
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():
-        return max(1, int(os.environ["OMP_NUM_THREADS"]))
-    return max(1, min(8, len(os.sched_getaffinity(0))))
+        # Bounded by the cores as `threads=N` is: threads beyond them only take turns on them.
+        return max(1, min(int(os.environ["OMP_NUM_THREADS"]), cores))
+    return max(1, min(8, cores))
 
 
 # glibc's mallopt parameters (malloc.h).
@@ -55,9 +56,9 @@ _MMAP_THRESHOLD_MAX = 32 * 2**20  # glibc's largest on 64-bit systems
 def keep_freed_memory() -> None:
     """Let glibc's malloc reuse freed blocks of up to 32 MB instead of returning them to the
     kernel. An update allocates and frees the same activation and gradient buffers every
-    time; by default each comes from a fresh mapping that page-faults in again, a fifth of a
-    MinAtar update (benchmarks/README.md). Larger blocks (the replay's frames) are unchanged.
-    Where the C library is not glibc, nothing changes."""
+    time; by default each comes from a fresh mapping that page-faults in again
+    (docs/benchmarks.md#cpu-threads-memory-and-layout). Larger blocks (the replay's frames)
+    are unchanged. Where the C library is not glibc, nothing changes."""
     try:
         mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):

@@ -6,6 +6,7 @@ what is allowed."""
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,18 @@ from omegaconf import DictConfig, OmegaConf
 from agents.devices import resolve_device
 from agents.networks import build_network
 from agents.settings import AgentSettings
+from artifacts.upgrade import check_resumable
 from envs.registry import env_settings, environment_kind
 from replay.buffer import memory_bytes
-from replay.registry import replay_settings, sampler_class, storage_class
+from replay.registry import (
+    REPLAY_DEVICES,
+    check_device_copy,
+    replay_settings,
+    sampler_class,
+    storage_class,
+)
 from replay.settings import CAPACITY
+from replay.storage import FrameStorage
 from schema import Schema, refusal
 from training.settings import (
     EVERY_FRAMES,
@@ -29,13 +38,15 @@ from training.settings import (
 )
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-# The sections with one schema; env and replay have one per kind (`env_settings`,
-# `replay_settings`), and the top level is `RunSettings`.
-SECTIONS: dict[str, type[Schema]] = {
-    "agent": AgentSettings,
-    "train": TrainSettings,
-    "evaluation": EvaluationSettings,
-    "checkpoint": CheckpointSettings,
+# Every section a run reads, and what reads it (a whole section, every setting given) as its
+# schema: env and replay have one per kind; the top level's is `RunSettings`.
+SECTIONS: dict[str, Callable[..., Schema]] = {
+    "env": env_settings,
+    "replay": replay_settings,
+    "agent": AgentSettings.of,
+    "train": TrainSettings.of,
+    "evaluation": EvaluationSettings.of,
+    "checkpoint": CheckpointSettings.of,
 }
 
 
@@ -45,7 +56,7 @@ def _cores() -> int:
 
 def _check_sections(cfg: DictConfig) -> None:
     """Every section a run reads is there (a config group deleted with `~group` is not)."""
-    for section in ("env", "agent", "replay", "train", "evaluation", "checkpoint"):
+    for section in SECTIONS:
         if not isinstance(OmegaConf.select(cfg, section), DictConfig):
             groups = sorted(path.stem for path in (CONFIGS / section).glob("*.yaml"))
             choose = f": choose one with {section}=" + "|".join(groups) if groups else ""
@@ -54,26 +65,21 @@ def _check_sections(cfg: DictConfig) -> None:
 
 def run_settings(cfg: DictConfig) -> dict[str, Schema]:
     """Each section of `cfg` through its schema, by section name ("" for the top level): a
-    key no schema has, one that is missing (a run stored before a setting that
-    `artifacts.upgrade` does not complete) or a value its rule refuses is a one-line
+    key no schema has, one that is missing or a value its rule refuses is a one-line
     ValueError."""
     _check_sections(cfg)
     plain = OmegaConf.to_container(cfg, resolve=True)
-    sections = ("env", "replay", *SECTIONS)
-    settings = {
-        "env": env_settings(plain["env"], complete=True),
-        "replay": replay_settings(plain["replay"], complete=True),
-        **{name: schema.of(plain[name], complete=True) for name, schema in SECTIONS.items()},
-    }
-    top = {key: value for key, value in plain.items() if key not in sections}
-    settings[""] = RunSettings.of(top, also=sections, complete=True)
+    settings = {name: read(plain[name], complete=True) for name, read in SECTIONS.items()}
+    top = {key: value for key, value in plain.items() if key not in SECTIONS}
+    settings[""] = RunSettings.of(top, also=tuple(SECTIONS), complete=True)
     return settings
 
 
 def _check_across_sections(settings: dict[str, Schema]) -> None:
     """The rules that involve settings of several sections."""
     replay, train, agent = settings["replay"], settings["train"], settings["agent"]
-    if replay.capacity < max(train.batch_size, agent.history_length + 2):
+    smallest = max(train.batch_size, FrameStorage.smallest_capacity(agent.history_length))
+    if replay.capacity < smallest:
         raise refusal("replay.capacity", replay.capacity, CAPACITY.allowed)
     every_frames = settings["evaluation"].every_frames
     if every_frames % settings["env"].frame_skip:
@@ -114,23 +120,23 @@ def _check_machine(cfg: DictConfig) -> None:
         allowed = f"auto or an integer from 1 to {cores} (the cores this process may use)"
         raise refusal("threads", threads, allowed)
     device = resolve_device(cfg.agent.device)
-    if not (cfg.replay.device == "cpu" or _learners_cuda_device(cfg.replay.device, cfg)):
-        allowed = "cpu, or agent.device's CUDA device with replay.eviction=fifo"
-        raise refusal("replay.device", cfg.replay.device, allowed)
+    if cfg.replay.device != "cpu":
+        check_device_copy(cfg.replay.eviction, cfg.replay.device)
+        if not _learners_cuda_device(cfg.replay.device, device):
+            raise refusal("replay.device", cfg.replay.device, REPLAY_DEVICES)
     if device.type != "cuda" and cfg.agent.pipelined:
         # On a CPU acting and the update compete for the same cores: pipelining only costs.
         raise ValueError("agent.pipelined=true needs agent.device=cuda")
     _check_memory(cfg)
 
 
-def _learners_cuda_device(name: str, cfg: DictConfig) -> bool:
-    """The replay's frames may sit on the learner's GPU (the frame ring only)."""
+def _learners_cuda_device(name: str, learners: torch.device) -> bool:
+    """The replay's frames may sit on the learner's GPU, where its batches are gathered."""
     try:
         device = resolve_device(name)
-        fifo = cfg.replay.eviction == "fifo"
-        return device.type == "cuda" and device == resolve_device(cfg.agent.device) and fifo
     except ValueError:  # not a device name, or no such GPU
         return False
+    return device.type == "cuda" and device == learners
 
 
 def available_memory_bytes() -> int:
@@ -164,7 +170,9 @@ def check_disk(cfg: DictConfig, checkpoints: Path) -> None:
     """The run's `checkpoint.keep` checkpoints must fit on the disk of `checkpoints` (beside
     what its checkpoints already occupy, which they overwrite), before the first of them
     is due."""
-    existing = sum(p.stat().st_size for p in checkpoints.iterdir()) if checkpoints.is_dir() else 0
+    # What the files occupy, not their length: a frame copy is sparse until the ring fills.
+    files = checkpoints.iterdir() if checkpoints.is_dir() else ()
+    existing = sum(path.stat().st_blocks * 512 for path in files)
     needed = cfg.checkpoint.keep * replay_bytes(cfg) - existing
     place = checkpoints
     while not place.exists():
@@ -197,6 +205,8 @@ def validate_config(cfg: DictConfig, this_machine: bool = True) -> None:
     """Reject bad settings with one line naming the key, before anything is allocated.
     `this_machine=False` checks a config that will run elsewhere (a sweep's job on a cluster):
     what depends on the machine (its cores, GPUs and memory) is left to the run itself."""
+    if OmegaConf.select(cfg, "resume") is not None:
+        check_resumable(OmegaConf.to_container(cfg))
     settings = run_settings(cfg)
     _check_across_sections(settings)
     _check_priority_range(settings)

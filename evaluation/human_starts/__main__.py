@@ -41,25 +41,10 @@ from evaluation.human_starts.start_state_file import (
 from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
 from evaluation.runs import BARE_SNAPSHOT_ENV
+from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of
 
-SAMPLE_DEFAULTS = {
-    "out": None,
-    "count": 100,
-    "seed": 0,
-    "frame_skip": 4,
-    "screen_size": 84,
-    "history_length": 4,
-    "max_episode_frames": 108_000,
-}
-RECORD_DEFAULTS = {
-    **SAMPLE_DEFAULTS,
-    "game": None,
-    "trajectories": None,
-    "play_seed": 0,
-    "max_frames": 108_000,
-    "fps": 60,
-    "zoom": 3.0,
-}
+# What a start point's agent state is made of, as a start-state file records it.
+LAYOUT = ("frame_skip", "screen_size", "history_length", "max_episode_frames")
 PLAY_DEFAULTS = {
     "out": None,
     "episodes": 5,
@@ -70,14 +55,39 @@ PLAY_DEFAULTS = {
     "env": {},
 }
 PLAY_SNAPSHOTS = {"best": "best_snapshot", "latest": "latest_snapshot", "final": "final_snapshot"}
-PLAY_RULES = {  # key -> (valid?, what it must be)
-    "episodes": (lambda v: type(v) is int and v >= 1, "a positive integer"),
-    "seed": (lambda v: type(v) is int and v >= 0, "an integer >= 0"),
-    "epsilon": (lambda v: type(v) in (int, float) and 0 <= v <= 1, "a number in [0, 1]"),
-    "snapshot": (lambda v: v in PLAY_SNAPSHOTS, f"one of {', '.join(PLAY_SNAPSHOTS)}"),
+PLAY_RULES = {
+    "episodes": POSITIVE_INTEGER,
+    "seed": NON_NEGATIVE_INTEGER,
+    "epsilon": FRACTION,
+    "snapshot": one_of(PLAY_SNAPSHOTS),
 }
 SHOW_DEFAULTS = {"png": None, "screens": 8}
-VERIFY_DEFAULTS: dict = {}
+
+
+def layout_defaults() -> dict:
+    """The paper's agent's `LAYOUT` (the env's and agent's schema defaults). Imported here:
+    agents.settings loads torch, which `verify` and `show` do without."""
+    from agents.settings import AgentSettings
+
+    defaults = {**AtariSettings.defaults(), **AgentSettings.defaults()}
+    return {key: defaults[key] for key in LAYOUT}
+
+
+def sample_defaults() -> dict:
+    return {"out": None, "count": 100, "seed": 0, **layout_defaults()}
+
+
+def record_defaults() -> dict:
+    return {
+        **sample_defaults(),
+        "game": None,
+        "trajectories": None,
+        "play_seed": 0,
+        # 30 minutes at 60 Hz, the amount of human play the paper's start points came from
+        "max_frames": 108_000,
+        "fps": 60,
+        "zoom": 3.0,
+    }
 
 
 def check_output(key: str, path: Path) -> None:
@@ -96,7 +106,8 @@ def sample_command(paths: list[Path], options: dict) -> StartStates:
     starts = sample_start_states(
         merge_logs(paths),
         rng=np.random.default_rng(options["seed"]),
-        **{key: options[key] for key in SAMPLE_DEFAULTS if key not in ("out", "seed")},
+        count=options["count"],
+        **{key: options[key] for key in LAYOUT},
     )
     save_start_states(options["out"], starts)
     print(f"wrote {len(starts)} start points of {starts.game} to {options['out']}")
@@ -126,9 +137,8 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     before the first game, and the file is written only when all games are played."""
     if len(paths) != 1 or not options["out"]:
         raise ValueError("play needs one run directory or agent snapshot and out=FILE.json")
-    for key, (valid, allowed) in PLAY_RULES.items():
-        if not valid(options[key]):
-            raise ValueError(f"{key}={options[key]} is not allowed: must be {allowed}")
+    for key, rule in PLAY_RULES.items():
+        rule.check(key, options[key])
     AtariSettings.of(options["env"])
     out = Path(options["out"])
     check_output("out", out)
@@ -251,12 +261,14 @@ def write_png(starts: StartStates, path: Path, shown: int) -> None:
     pyplot.close(figure)
 
 
+# Each command's options as a function: `layout_defaults` loads torch, only for the commands
+# that use it.
 COMMANDS = {
-    "record": RECORD_DEFAULTS,
-    "play": PLAY_DEFAULTS,
-    "sample": SAMPLE_DEFAULTS,
-    "verify": VERIFY_DEFAULTS,
-    "show": SHOW_DEFAULTS,
+    "record": record_defaults,
+    "play": PLAY_DEFAULTS.copy,
+    "sample": sample_defaults,
+    "verify": dict,
+    "show": SHOW_DEFAULTS.copy,
 }
 
 
@@ -269,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv[0] not in COMMANDS:
             raise ValueError(f"unknown command {argv[0]!r}: use one of {', '.join(COMMANDS)}")
         command = argv[0]
-        defaults = COMMANDS[command]
+        defaults = COMMANDS[command]()
         sections = tuple(key for key, value in defaults.items() if isinstance(value, dict))
         positional, options = parse_arguments(argv[1:], defaults, open_sections=sections)
         paths = [Path(p) for p in positional]

@@ -71,19 +71,19 @@ class KeyboardRecorder:
 def record_trajectories(
     game: str,
     *,
-    seed: int = 0,
-    max_frames: int | None = 108_000,
-    fps: int = 60,
-    zoom: float = 3.0,
+    seed: int,
+    max_frames: int | None,
+    fps: int,
+    zoom: float,
     source: str = "keyboard",
     on_frame=None,
 ) -> TrajectoryLog:
     """Let a human play ``game`` with the keyboard (gymnasium's ``play``; needs pygame and a
     display) and return the games played as a trajectory log. The session ends with Esc, by
-    closing the window, or after ``max_frames`` emulator frames (108,000 = 30 minutes at 60 Hz,
-    the amount of human play the paper's start points came from). Every game starts from
-    ``reset(seed=seed)``. ``on_frame`` (optional) is called with the frame count after each
-    frame. Keys: gymnasium's Atari mapping (w/a/s/d move, space fires, e is no-op)."""
+    closing the window, or after ``max_frames`` emulator frames (None: no limit). Every game
+    starts from ``reset(seed=seed)``. ``on_frame`` (optional) is called with the frame count
+    after each frame. Keys: gymnasium's Atari mapping (w/a/s/d move, space fires, e is
+    no-op)."""
     try:
         from gymnasium.utils.play import play
     except ImportError:

@@ -115,11 +115,11 @@ def sample_start_states(
     log: TrajectoryLog,
     *,
     rng: np.random.Generator,
-    count: int = 100,
-    frame_skip: int = 4,
-    screen_size: int = 84,
-    history_length: int = 4,
-    max_episode_frames: int = 108_000,
+    count: int,
+    frame_skip: int,
+    screen_size: int,
+    history_length: int,
+    max_episode_frames: int,
 ) -> StartStates:
     """Draw ``count`` start points uniformly over the candidate frames (module docstring),
     replay each trajectory once to capture them, in trajectory and frame order, and verify

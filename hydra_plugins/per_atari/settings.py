@@ -1,6 +1,6 @@
 """The settings' defaults as Hydra configs (`training.config_defaults`), stored where
 Hydra looks at every start, so that every composition of configs/ (train.py's, the compose
-API's) finds the schemas' defaults its defaults lists build on."""
+API's) finds the configs its defaults lists build on."""
 
 from training.config_defaults import register_defaults
 

@@ -24,26 +24,26 @@ def _frames(batch: int, history: int = 4, seed: int = 0) -> torch.Tensor:
 
 
 def test_output_shape_and_dtype():
-    net = NatureQNetwork(num_actions=6)
+    net = NatureQNetwork(6, 4, (84, 84))
     q = net(_frames(3))
     assert q.shape == (3, 6)
     assert q.dtype == torch.float32
 
 
 def test_history_length_sets_input_channels():
-    net = NatureQNetwork(num_actions=2, history_length=2)
+    net = NatureQNetwork(2, 2, (84, 84))
     assert net(_frames(1, history=2)).shape == (1, 2)
 
 
 @pytest.mark.parametrize(("num_actions", "expected"), [(4, 1_686_177), (18, 1_693_345)])
 def test_parameter_count_matches_hand_computation(num_actions, expected):
-    net = NatureQNetwork(num_actions)
+    net = NatureQNetwork(num_actions, 4, (84, 84))
     assert _hand_count(num_actions) == expected
     assert sum(p.numel() for p in net.parameters()) == expected
 
 
 def test_head_has_exactly_one_shared_bias_scalar():
-    net = NatureQNetwork(num_actions=5)
+    net = NatureQNetwork(5, 4, (84, 84))
     head_parameters = {n: p for n, p in net.named_parameters() if n.startswith("head")}
     assert set(head_parameters) == {"head.weight", "head_bias"}
     assert net.head.bias is None
@@ -57,7 +57,7 @@ def test_head_has_exactly_one_shared_bias_scalar():
 
 
 def test_uint8_input_is_scaled_by_255():
-    net = NatureQNetwork(num_actions=3)
+    net = NatureQNetwork(3, 4, (84, 84))
     with torch.no_grad():
         full = net(torch.full((2, 4, 84, 84), 255, dtype=torch.uint8))
         torch.testing.assert_close(
@@ -71,11 +71,11 @@ def test_uint8_input_is_scaled_by_255():
 
 def test_float_input_is_rejected():
     with pytest.raises(TypeError, match="uint8"):
-        NatureQNetwork(num_actions=3)(torch.zeros(1, 4, 84, 84))
+        NatureQNetwork(3, 4, (84, 84))(torch.zeros(1, 4, 84, 84))
 
 
 def test_init_is_uniform_within_one_over_sqrt_fan_in():
-    net = NatureQNetwork(num_actions=4)
+    net = NatureQNetwork(4, 4, (84, 84))
     layers = [m for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
     for layer in layers:
         bound = 1.0 / math.sqrt(layer.weight[0].numel())
@@ -120,4 +120,4 @@ def test_networks_by_name_refuse_frames_they_do_not_take():
     with pytest.raises(ValueError, match="agent.network=mlp is not allowed: must be one of"):
         build_network("mlp", 6, 1, (84, 84))
     with pytest.raises(TypeError, match="uint8"):
-        MinAtarQNetwork(6)(torch.zeros(1, 1, 4, 10, 10))
+        MinAtarQNetwork(6, 1, (4, 10, 10))(torch.zeros(1, 1, 4, 10, 10))

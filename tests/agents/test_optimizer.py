@@ -182,7 +182,7 @@ HYPERPARAMETERS = [
 def nature_cnn_parameters():
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        network = NatureQNetwork(6, 4)
+        network = NatureQNetwork(6, 4, (84, 84))
     return [torch.nn.Parameter(param.detach().clone()) for param in network.parameters()]
 
 

@@ -100,7 +100,7 @@ def norm(vectors) -> torch.Tensor:
 @pytest.mark.parametrize(("network_class", "batch_size"), [(TinyQ, 7), (NatureQNetwork, 3)])
 def test_norms_match_one_backward_pass_per_transition(network_class, batch_size):
     torch.manual_seed(0)
-    network = network_class(3) if network_class is TinyQ else network_class(3, 4)
+    network = network_class(3) if network_class is TinyQ else network_class(3, 4, (84, 84))
     optimizer = warmed_up(network, seed=1)
     states, actions, targets, weights = case(network, batch_size, seed=2)
     norms = parameter_change_norms(network, optimizer, states, actions, targets, weights, 1.0)

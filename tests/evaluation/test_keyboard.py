@@ -4,6 +4,7 @@ import ale_py
 import numpy as np
 import pytest
 
+from evaluation.human_starts.__main__ import layout_defaults
 from evaluation.human_starts.recording import KeyboardRecorder, record_trajectories
 from evaluation.human_starts.sampling import sample_start_states
 from evaluation.human_starts.trajectories import load_trajectories, save_trajectories
@@ -52,6 +53,9 @@ def test_a_keyboard_session_on_a_dummy_display(monkeypatch, tmp_path):
     assert game.actions == (0,) * 3 + (RIGHT,) * 27 + (0,) * 30
     save_trajectories(tmp_path / "human.json", log)
     starts = sample_start_states(
-        load_trajectories(tmp_path / "human.json"), rng=np.random.default_rng(0), count=5
+        load_trajectories(tmp_path / "human.json"),
+        rng=np.random.default_rng(0),
+        count=5,
+        **layout_defaults(),
     )
     assert len(starts) == 5 and starts.episode_frames.max() < 60

@@ -126,7 +126,9 @@ class Cycle:
 def test_each_action_is_logged_as_its_ale_id_once_per_frame_after_the_noops():
     env_kwargs = {"game": "pong", "max_episode_frames": 100}
     rng = np.random.default_rng(0)
-    log = play_trajectories(Cycle(), env_kwargs, reset_seeds=[5, 6], epsilon=0.0, rng=rng)
+    log = play_trajectories(
+        Cycle(), {"kind": "atari", **env_kwargs}, reset_seeds=[5, 6], epsilon=0.0, rng=rng
+    )
     for trajectory in log.trajectories:
         noops = noops_of_reset(trajectory.seed)
         steps = -(-(100 - noops) // 4)

@@ -8,6 +8,7 @@ import torch
 
 from agents.policy import EpsilonGreedy
 from envs.atari import make_env
+from evaluation.human_starts.__main__ import layout_defaults
 from evaluation.human_starts.sampling import sample_start_states
 from evaluation.human_starts.start_state_file import restore_start
 from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
@@ -47,7 +48,7 @@ def test_noop_starts_play_1_to_30_noops_and_start_from_a_zero_padded_state():
     policy = ScriptedPolicy()
     result = evaluate_noop(
         policy,
-        {"game": "pong", "max_episode_frames": 40},
+        {"kind": "atari", "game": "pong", "max_episode_frames": 40},
         rng=np.random.default_rng(0),
         episodes=40,
     )
@@ -62,7 +63,7 @@ def test_the_frame_cap_cuts_every_episode_and_counts_the_noops():
     policy = ScriptedPolicy()
     result = evaluate_noop(
         policy,
-        {"game": "pong", "max_episode_frames": 200},
+        {"kind": "atari", "game": "pong", "max_episode_frames": 200},
         rng=np.random.default_rng(1),
         episodes=3,
     )
@@ -74,12 +75,16 @@ def test_the_frame_cap_cuts_every_episode_and_counts_the_noops():
 
 def test_epsilon_is_passed_on_every_step_with_the_protocol_defaults():
     policy = ScriptedPolicy()
-    evaluate_noop(policy, {"game": "pong", "max_episode_frames": 80}, rng=np.random.default_rng(2))
+    evaluate_noop(
+        policy,
+        {"kind": "atari", "game": "pong", "max_episode_frames": 80},
+        rng=np.random.default_rng(2),
+    )
     assert {epsilon for _, epsilon in policy.calls} == {0.01}
     policy = ScriptedPolicy()
     evaluate_noop(
         policy,
-        {"game": "pong", "max_episode_frames": 80},
+        {"kind": "atari", "game": "pong", "max_episode_frames": 80},
         rng=np.random.default_rng(2),
         epsilon=0.3,
         episodes=2,
@@ -98,7 +103,7 @@ def test_a_real_agent_explores_with_probability_epsilon_using_the_evaluation_rng
     own_stream = own_rng.bit_generator.state
     result = evaluate_noop(
         agent,
-        {"game": "pong", "max_episode_frames": 400},
+        {"kind": "atari", "game": "pong", "max_episode_frames": 400},
         rng=np.random.default_rng(3),
         epsilon=epsilon,
         episodes=1,
@@ -109,7 +114,7 @@ def test_a_real_agent_explores_with_probability_epsilon_using_the_evaluation_rng
 
 
 def test_the_same_rng_seed_gives_the_same_evaluation():
-    kwargs = {"game": "pong", "max_episode_frames": 300}
+    kwargs = {"kind": "atari", "game": "pong", "max_episode_frames": 300}
     first, second = (
         evaluate_noop(
             ScriptedPolicy(), kwargs, rng=np.random.default_rng(7), epsilon=0.5, episodes=2
@@ -121,7 +126,7 @@ def test_the_same_rng_seed_gives_the_same_evaluation():
 
 
 def test_a_frame_budget_keeps_completed_episodes_and_drops_the_cut_one():
-    kwargs = {"game": "pong", "max_episode_frames": 300}
+    kwargs = {"kind": "atari", "game": "pong", "max_episode_frames": 300}
     result = evaluate_noop(ScriptedPolicy(), kwargs, rng=np.random.default_rng(4), max_frames=1000)
     assert len(result.scores) == 3 and not result.partial  # 3 x ~300 frames, the 4th is cut
     assert 1000 <= result.emulated_frames <= 1003
@@ -135,7 +140,7 @@ def test_episodes_and_max_frames_are_exclusive():
     with pytest.raises(ValueError, match="give episodes or max_frames, not both"):
         evaluate_noop(
             ScriptedPolicy(),
-            {"game": "pong"},
+            {"kind": "atari", "game": "pong"},
             rng=np.random.default_rng(0),
             episodes=1,
             max_frames=10,
@@ -153,7 +158,7 @@ def human():
     choices = np.random.default_rng(0).integers(0, 6, HUMAN_FRAMES // 4)
     minimal = [0, 1, 3, 4, 11, 12]  # Pong's minimal action set as ALE ids
     log = TrajectoryLog("pong", (Trajectory(tuple(minimal[c] for c in choices)),), 4)
-    return log, sample_start_states(log, rng=np.random.default_rng(1), count=8)
+    return log, sample_start_states(log, rng=np.random.default_rng(1), count=8, **layout_defaults())
 
 
 def expected_noop_continuation(log, start, cap, action=NOOP):
@@ -178,7 +183,7 @@ def test_human_starts_score_only_after_the_start_and_cap_counts_the_prefix(human
     policy = ScriptedPolicy(greedy=NOOP)
     result = evaluate_human_starts(
         policy,
-        {"game": "pong", "max_episode_frames": cap},
+        {"kind": "atari", "game": "pong", "max_episode_frames": cap},
         starts,
         rng=np.random.default_rng(0),
         epsilon=0.0,
@@ -199,7 +204,7 @@ def test_human_starts_act_first_on_the_stored_frames_with_epsilon_0_001(human):
     policy = ScriptedPolicy()
     evaluate_human_starts(
         policy,
-        {"game": "pong", "max_episode_frames": 1000},
+        {"kind": "atari", "game": "pong", "max_episode_frames": 1000},
         starts.first(2),
         rng=np.random.default_rng(0),
     )
@@ -211,14 +216,20 @@ def test_human_starts_act_first_on_the_stored_frames_with_epsilon_0_001(human):
     ("env_kwargs", "message"),
     [
         (
-            {"game": "breakout"},
+            {"kind": "atari", "game": "breakout"},
             r"start states have game='pong' but the evaluation uses "
             r"game='breakout'",
         ),
-        ({"game": "pong", "frame_skip": 3}, r"frame_skip=4 but the evaluation uses frame_skip=3"),
-        ({"game": "pong", "max_episode_frames": 100}, r"at or past env.max_episode_frames=100"),
         (
-            {"game": "pong", "repeat_action_probability": 0.25},
+            {"kind": "atari", "game": "pong", "frame_skip": 3},
+            r"frame_skip=4 but the evaluation uses frame_skip=3",
+        ),
+        (
+            {"kind": "atari", "game": "pong", "max_episode_frames": 100},
+            r"at or past env.max_episode_frames=100",
+        ),
+        (
+            {"kind": "atari", "game": "pong", "repeat_action_probability": 0.25},
             r"repeat_action_probability=0.25: set env.repeat_action_probability=0.0",
         ),
     ],
@@ -234,11 +245,11 @@ def test_human_starts_on_qbert_play_on_exactly_like_the_human_game():
     scores when the same actions follow (DOWN, index 5 of the minimal set and ALE id 5)."""
     choices = np.random.default_rng(0).integers(0, 6, 150)
     log = TrajectoryLog("qbert", (Trajectory(tuple(int(c) for c in choices)),), 4)
-    starts = sample_start_states(log, rng=np.random.default_rng(2), count=3)
+    starts = sample_start_states(log, rng=np.random.default_rng(2), count=3, **layout_defaults())
     cap, down = 1500, 5
     result = evaluate_human_starts(
         ScriptedPolicy(greedy=down),
-        {"game": "qbert", "max_episode_frames": cap},
+        {"kind": "atari", "game": "qbert", "max_episode_frames": cap},
         starts,
         rng=np.random.default_rng(0),
         epsilon=0.0,
@@ -257,7 +268,7 @@ def test_start_points_that_fail_verification_are_refused_before_any_play(human):
     with pytest.raises(ValueError, match=r"start point 0 .* its stored RAM differs"):
         evaluate_human_starts(
             policy,
-            {"game": "pong", "max_episode_frames": 1000},
+            {"kind": "atari", "game": "pong", "max_episode_frames": 1000},
             replace(starts, rams=rams),
             rng=np.random.default_rng(0),
         )

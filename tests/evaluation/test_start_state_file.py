@@ -51,7 +51,9 @@ def recording():
 
 @pytest.fixture(scope="module")
 def starts(recording):
-    return sample_start_states(recording[0], rng=np.random.default_rng(3), count=24)
+    return sample_start_states(
+        recording[0], rng=np.random.default_rng(3), count=24, **start_state_tools.layout_defaults()
+    )
 
 
 def direct_replay(log, frames):
@@ -250,7 +252,9 @@ def test_a_replay_that_diverges_from_its_log_is_refused(recording):
     log, _ = recording
     wrong = TrajectoryLog("pong", (Trajectory(log.trajectories[0].actions, 0, 5.0),), 4)
     with pytest.raises(ValueError, match=r"trajectory 0 replays to score -?\d.*, its log says 5"):
-        sample_start_states(wrong, rng=np.random.default_rng(0), count=2)
+        sample_start_states(
+            wrong, rng=np.random.default_rng(0), count=2, **start_state_tools.layout_defaults()
+        )
 
 
 # --- verification: prefixes that reach each start point, restores that go on like the replay --
@@ -330,7 +334,9 @@ def test_qbert_restored_right_after_reset_is_refused_in_one_line(
         r"the restored game's RAM left the replayed one 1 frame\(s\) after the restore"
     )
     with pytest.raises(ValueError, match=message):
-        sample_start_states(qbert_log, rng=np.random.default_rng(0), count=3)
+        sample_start_states(
+            qbert_log, rng=np.random.default_rng(0), count=3, **start_state_tools.layout_defaults()
+        )
     save_trajectories(tmp_path / "qbert.json", qbert_log)
     out = tmp_path / "qbert.npz"
     assert start_state_tools.main(["sample", str(tmp_path / "qbert.json"), f"out={out}"]) == 2
@@ -342,10 +348,14 @@ def test_qbert_restored_right_after_reset_is_refused_in_one_line(
 def test_qbert_restores_faithfully_after_one_frame_and_at_the_reset_itself(qbert_log, unverified):
     """restore_start plays one NOOP frame first, except for a start at frame 0: sampling (which
     verifies) succeeds both in mid-game and on every one of the first 8 frames."""
-    starts = sample_start_states(qbert_log, rng=np.random.default_rng(0), count=6)
+    starts = sample_start_states(
+        qbert_log, rng=np.random.default_rng(0), count=6, **start_state_tools.layout_defaults()
+    )
     assert starts.episode_frames.tolist() == [32, 215, 245, 407, 507, 676]
     opening = TrajectoryLog("qbert", (Trajectory(qbert_log.trajectories[0].actions[:2]),), 4)
-    early = sample_start_states(opening, rng=np.random.default_rng(0), count=8)
+    early = sample_start_states(
+        opening, rng=np.random.default_rng(0), count=8, **start_state_tools.layout_defaults()
+    )
     assert early.episode_frames.tolist() == list(range(8))
 
 

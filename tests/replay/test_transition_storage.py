@@ -149,3 +149,15 @@ def test_add_before_any_episode_is_an_error():
 def test_a_slot_holds_every_frame_of_its_transition():
     assert TransitionStorage.frames_per_slot(4) == 5
     assert storage_of(3).frames.shape == (3, H + 1, 1, 1)
+
+
+def test_only_the_frame_ring_keeps_a_copy_of_its_frames_on_a_device():
+    """Refused before any device is touched, in the line the up-front validation gives."""
+    from replay.registry import build_storage
+
+    with pytest.raises(ValueError) as error:
+        build_storage("lowest_priority", 10, H, (1, 1), device="cuda")
+    assert str(error.value) == (
+        "replay.device=cuda is not allowed: must be cpu, or agent.device's CUDA device with "
+        "replay.eviction=fifo"
+    )

@@ -1,6 +1,9 @@
 """A run's stored config and checkpoint state, read back as this version writes them
-(`artifacts.upgrade`): what was added since gets the value that continues the run as it ran."""
+(`artifacts.upgrade`): what was added since gets the value that continues the run as it ran;
+and the directories a refused run removes."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -8,7 +11,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from artifacts.upgrade import upgrade_checkpoint_state
-from training.run_config import load_stored_config
+from training import run_config
+from training.run_config import load_stored_config, remove_created_directories
 from training.validation import validate_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +23,7 @@ ADDED = {
     "agent": {
         "pipelined": False,
         "cuda_graphs": True,
+        "torch_compile": False,
         "network": "nature",
         "target_rule": "double_dqn",
         "optimizer": "deepmind_rmsprop",
@@ -70,7 +75,8 @@ def test_settings_a_run_stored_are_kept(tmp_path):
 
 
 def test_a_run_stored_since_minatar_reads_as_this_version_composes_its_command_line():
-    """Only the default of agent.cuda_graphs changed since (a setting a resume may change)."""
+    """What changed since: the default of agent.cuda_graphs (a setting a resume may change),
+    and the preset's agent.torch_compile, which such a run keeps off, as it ran."""
     stored = load_stored_config(MINATAR_RUN_CONFIG)
     validate_config(OmegaConf.merge(stored, {"resume": "runs/minatar/breakout/uniform/seed0"}))
     with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
@@ -78,18 +84,23 @@ def test_a_run_stored_since_minatar_reads_as_this_version_composes_its_command_l
         composed = OmegaConf.to_container(compose("config", overrides), resolve=True)
     composed.pop("resume")
     composed["agent"]["cuda_graphs"] = True
+    composed["agent"]["torch_compile"] = False
     assert OmegaConf.to_container(stored) == composed
 
 
 def test_a_config_from_before_a_setting_the_upgrade_cannot_complete_is_refused(tmp_path):
-    """It would otherwise run at today's default: `evaluation.every_frames` came with 7ddb4ad."""
+    """It would otherwise run at today's default of a setting it lacks
+    (`evaluation.every_frames` came with 7ddb4ad)."""
     path = tmp_path / "config.yaml"
     stored = OmegaConf.load(MINATAR_RUN_CONFIG)
     del stored.evaluation.every_frames
     OmegaConf.save(stored, path)
     with pytest.raises(ValueError) as error:
         validate_config(OmegaConf.merge(load_stored_config(path), {"resume": str(tmp_path)}))
-    assert str(error.value) == "evaluation.every_frames is not set"
+    assert str(error.value) == (
+        f"resume={tmp_path}: the run was written by a version too old to resume; runs written "
+        "from commit 7ddb4ad on can be resumed"
+    )
 
 
 def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monkeypatch):
@@ -107,3 +118,37 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
     recorded = {"env.kind": None, "replay.eviction": None, "replay.kind": "uniform"}
     state = {"identity": recorded, "torch_threads": 1, "pending_test_steps": [], "replay": {}}
     assert upgrade_checkpoint_state(state, identity)["identity"] == identity
+
+
+# A refused run in a new process, after Hydra's `mkdir -p` of its run directory (argv[1]); and
+# one whose run directory (argv[2]) existed before.
+REFUSED_RUNS = """import sys
+from pathlib import Path
+from training.run_config import remove_created_directories
+new, existing = Path(sys.argv[1]), Path(sys.argv[2])
+new.mkdir(parents=True)
+remove_created_directories(new)
+remove_created_directories(existing)
+"""
+
+
+def test_a_refused_run_removes_the_directories_it_created_and_only_those(tmp_path):
+    (tmp_path / "made_before" / "empty_run").mkdir(parents=True)
+    new_run = tmp_path / "made_before" / "new" / "run"
+    arguments = [str(new_run), str(tmp_path / "made_before" / "empty_run")]
+    subprocess.run(
+        [sys.executable, "-c", REFUSED_RUNS, *arguments], cwd=ROOT, check=True, timeout=300
+    )
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == [
+        Path("made_before"),
+        Path("made_before/empty_run"),
+    ]
+
+
+def test_where_no_creation_time_is_kept_only_the_run_directory_is_removed(tmp_path, monkeypatch):
+    """Its modification time tells when it was created; its parents' cannot."""
+    monkeypatch.setattr(run_config, "_creation_ns", lambda path: None)
+    run = tmp_path / "new" / "run"
+    run.mkdir(parents=True)  # after this process started
+    remove_created_directories(run)
+    assert list(tmp_path.rglob("*")) == [tmp_path / "new"]

@@ -5,9 +5,14 @@ import pytest
 from training.run_guard import RunDirectoryError, check_command_line, torch_threads
 
 
-def test_threads_auto_follows_omp_num_threads_else_the_cores(monkeypatch):
+def test_threads_auto_follows_omp_num_threads_within_the_cores_else_the_cores(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(4)))
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert torch_threads("auto") == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "16")  # as threads=16 would be refused here
+    assert torch_threads("auto") == 4
+    monkeypatch.setenv("OMP_NUM_THREADS", "0")
+    assert torch_threads("auto") == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(2)))
     assert torch_threads("auto") == 2
