@@ -12,6 +12,10 @@ import torch
 
 from agents.acceleration import error_line
 
+# cpp_wrapper: the compiled graph's kernels are called from generated C++ rather than Python,
+# the same kernels (the same results) with less overhead per call (docs/benchmarks.md#minatar).
+COMPILE_OPTIONS = {"cpp_wrapper": True}
+
 
 class CompiledUpdate:
     """A callable with the arguments and result of `learner.update_step` that runs
@@ -21,11 +25,16 @@ class CompiledUpdate:
     an operation the compiler does not support), this prints one line (the cause, then
     "continuing without torch.compile") and calls `update_step` from then on, which starts
     from the same parameters and statistics. The learner is held weakly, so a learner holding
-    its CompiledUpdate forms no reference cycle."""
+    its CompiledUpdate forms no reference cycle. `options` (Inductor's, as torch.compile's)
+    replace COMPILE_OPTIONS' where given: for benchmarks/update_step.py."""
 
-    def __init__(self, learner) -> None:
+    def __init__(self, learner, options: dict | None = None) -> None:
         self._learner = weakref.ref(learner)
-        self._compiled = torch.compile(type(learner).traced_update_step, dynamic=False)
+        self._compiled = torch.compile(
+            type(learner).traced_update_step,
+            dynamic=False,
+            options=COMPILE_OPTIONS | (options or {}),
+        )
         self.enabled = True
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:

@@ -288,13 +288,19 @@ def check_window(cfg, args) -> None:
         raise ValueError(f"a periodic test (every {period:,} steps) falls in the window")
 
 
-def parse_args() -> argparse.Namespace:
+def overrides_parser(description: str) -> argparse.ArgumentParser:
+    """A command line of Hydra overrides, as train.py's, and the options added to it."""
     parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     parser.add_argument(
         "overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, as for train.py"
     )
+    return parser
+
+
+def parse_args() -> argparse.Namespace:
+    parser = overrides_parser(__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
     parser.add_argument(
         "--warmup", type=int, help="steps before the window; None: learning start + 500"
@@ -313,14 +319,18 @@ def device_description(cfg) -> str:
     return f"{device} ({name}, {os.cpu_count()} CPU cores)"
 
 
+def load_averages(loads: list) -> str:
+    """os.getloadavg()'s figures, taken before and after."""
+    return ", ".join(" ".join(f"{x:.2f}" for x in each) for each in loads) + " (before, after)"
+
+
 def header(cfg, args, overrides: list[str], loads: list) -> str:
-    load = ", ".join(" ".join(f"{x:.2f}" for x in each) for each in loads)
     memory = "filled by the warm-up only" if args.no_prefill else "prefilled"
     reduced = "" if cfg.replay.capacity >= 1_000_000 else " (reduced: the paper's is 1,000,000)"
     return (
         f"device {device_description(cfg)}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), --sync {'on' if args.sync else 'off'}; "
-        f"load average {load} (before, after)\n"
+        f"load average {load_averages(loads)}\n"
         f"overrides: {' '.join(overrides)}\n"
         f"{args.steps:,} agent steps timed after {args.warmup:,} (learning from step "
         f"{cfg.train.learning_start_steps:,}); replay {cfg.replay.capacity:,} transitions"
@@ -354,16 +364,23 @@ def tables(passes: dict) -> str:
     return markdown(head, body) + "\n\n" + markdown(["rate", *passes], rates)
 
 
-def main() -> None:
-    args = parse_args()
+def configure(user: list[str], check) -> tuple:
+    """`compose_config`, then `check(cfg)`; either's error exits with one line, status 2.
+    Then torch's threads and malloc are set as train.py sets them."""
     try:
-        cfg, overrides = compose_config(args.overrides)
-        check_window(cfg, args)
+        cfg, overrides = compose_config(user)
+        check(cfg)
     except (ValueError, HydraException) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     torch.set_num_threads(torch_threads(cfg.threads))
-    keep_freed_memory()  # as train.py
+    keep_freed_memory()
+    return cfg, overrides
+
+
+def main() -> None:
+    args = parse_args()
+    cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args))
     loads = [os.getloadavg()]
     candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}
     candidates |= {} if args.no_ceiling else {"trivial network": TrivialQNetwork}

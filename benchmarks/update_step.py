@@ -1,0 +1,172 @@
+"""The learner's update alone, eager against compiled (`agent.torch_compile`), in one process.
+
+    python benchmarks/update_step.py experiment=minatar_dqn threads=1
+    python benchmarks/update_step.py experiment=minatar_dqn threads=1 --option cpp_wrapper=false
+
+Each variant is the config's learner, built from the run's seed, updating on one batch of
+states from random play. The variants take turns in rounds of `--calls` updates, in
+alternating order; the table gives each one's time per update (median and quartiles over the
+rounds) and its ratio to eager's in the same round: a machine's load drifts between rounds
+more than within one, so the paired ratio is the steadier figure. `--option KEY=VALUE` adds
+a compiled variant with that Inductor option changed (agents/compilation.py's
+COMPILE_OPTIONS). `--profile` adds, per variant, torch.profiler's operators by their own time
+over one round. Prints tables, asserts nothing.
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import yaml
+from throughput import (
+    configure,
+    device_description,
+    load_averages,
+    markdown,
+    overrides_parser,
+)
+
+from agents.compilation import CompiledUpdate
+from agents.double_dqn import DoubleDQN
+from envs.registry import build_env
+
+
+def parse_args() -> argparse.Namespace:
+    parser = overrides_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of each variant")
+    parser.add_argument("--calls", type=int, default=50, help="updates per round")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
+    parser.add_argument("--profile", action="store_true", help="operators' times per variant")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
+    )
+    return parser.parse_intermixed_args()
+
+
+def check_options(options: list[str]) -> None:
+    for option in options:
+        if "=" not in option:
+            raise ValueError(f"--option {option}: allowed is KEY=VALUE, an Inductor option")
+
+
+def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
+    """A batch of the config's size as `update_step` takes it: 2B states of history_length
+    consecutive frames of random play, random actions and rewards, a tenth terminal."""
+    batch_size, history = cfg.train.batch_size, cfg.agent.history_length
+    env = build_env(cfg.env, seed=int(generator.integers(2**31)))
+    frame, _ = env.reset()
+    frames = [frame]
+    while len(frames) < 2 * batch_size + history - 1:
+        frame, _, terminated, truncated, _ = env.step(int(generator.integers(env.action_space.n)))
+        frames.append(frame)
+        if terminated or truncated:
+            frames.append(env.reset()[0])
+    states = np.stack([np.stack(frames[i : i + history]) for i in range(2 * batch_size)])
+    actions = generator.integers(env.action_space.n, size=batch_size)
+    rewards = generator.random(batch_size, dtype=np.float32)
+    terminals = (generator.random(batch_size) < 0.1).astype(np.float32)
+    weights = np.ones(batch_size, np.float32)
+    return env.action_space.n, frames[0].shape, (states, actions, rewards, terminals, weights)
+
+
+def variants(cfg, options: list[str], num_actions: int, frame_shape: tuple) -> dict:
+    """name -> (its update, its learner: a CompiledUpdate holds its learner only weakly)."""
+    compiled_options = {"compiled": None}
+    for option in options:
+        key, value = option.split("=", 1)
+        compiled_options[f"compiled, {option}"] = {key: yaml.safe_load(value)}
+    made = {}
+    for name, compile_options in {"eager": None, **compiled_options}.items():
+        learner = DoubleDQN(
+            num_actions,
+            rng=np.random.default_rng(cfg.seed),
+            frame_shape=frame_shape,
+            batch_size=cfg.train.batch_size,
+            **{**cfg.agent, "torch_compile": False},
+        )
+        step = learner.update_step if name == "eager" else CompiledUpdate(learner, compile_options)
+        made[name] = (step, learner)
+    return made
+
+
+def timed_rounds(made: dict, inputs: tuple, args, device: torch.device) -> dict:
+    """µs per update of each variant, one figure per round."""
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    for step, _ in made.values():
+        for _ in range(args.warmup):
+            step(*inputs)
+    seconds = {name: [] for name in made}
+    for round_index in range(args.rounds):
+        order = list(made.items())
+        for name, (step, _) in order if round_index % 2 else reversed(order):
+            synchronize()
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                step(*inputs)
+            synchronize()
+            seconds[name].append((time.perf_counter() - start) / args.calls * 1e6)
+    return seconds
+
+
+def profiles(made: dict, inputs: tuple, calls: int) -> str:
+    """Each variant's operators, by their own CPU time per update."""
+    tables = []
+    for name, (step, _) in made.items():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+            for _ in range(calls):
+                step(*inputs)
+        operators = sorted(profile.key_averages(), key=lambda e: e.self_cpu_time_total)[::-1]
+        body = [
+            [o.key[:60], f"{o.self_cpu_time_total / calls:,.0f}", f"{o.count / calls:g}"]
+            for o in operators[:12]
+        ]
+        tables.append(f"{name}:\n" + markdown(["operator", "own µs/update", "calls"], body))
+    return "\n\n".join(tables)
+
+
+def table(seconds: dict) -> str:
+    body = []
+    for name, times in seconds.items():
+        ratios = [t / e for t, e in zip(times, seconds["eager"], strict=True)]
+        low, median, high = statistics.quantiles(times, n=4)
+        ratio_low, ratio, ratio_high = statistics.quantiles(ratios, n=4)
+        body.append(
+            [
+                name,
+                f"{median:,.0f}",
+                f"{low:,.0f}–{high:,.0f}",
+                f"{ratio:.3f}",
+                f"{ratio_low:.3f}–{ratio_high:.3f}",
+            ]
+        )
+    head = ["variant", "µs/update", "quartiles", "÷ eager (paired)", "quartiles"]
+    return markdown(head, body)
+
+
+def main() -> None:
+    args = parse_args()
+    cfg, _ = configure(args.overrides, lambda cfg: check_options(args.option))
+    loads = [os.getloadavg()]
+    num_actions, frame_shape, arrays = random_play_batch(cfg, np.random.default_rng(cfg.seed))
+    made = variants(cfg, args.option, num_actions, frame_shape)
+    device = next(iter(made.values()))[1].device
+    inputs = tuple(torch.from_numpy(array).to(device) for array in arrays)
+    seconds = timed_rounds(made, inputs, args, device)
+    loads.append(os.getloadavg())
+    print(
+        f"device {device_description(cfg)}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} thread(s); load average {load_averages(loads)}\n"
+        f"overrides: {' '.join(args.overrides)}\n"
+        f"{args.rounds} rounds of {args.calls} updates per variant after {args.warmup}; "
+        f"{cfg.env.kind} {cfg.env.game}, network {cfg.agent.network}, batch "
+        f"{cfg.train.batch_size}\n\n{table(seconds)}"
+    )
+    if args.profile:
+        print("\n" + profiles(made, inputs, args.calls))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""benchmarks/update_step.py as a user runs it: the table has a row per variant, and a
+malformed --option is refused in one line."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*arguments: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(ROOT / "benchmarks" / "update_step.py"), *arguments]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_one_row_per_variant() -> None:
+    done = run(
+        "experiment=minatar_dqn",
+        "threads=1",
+        "--rounds=2",
+        "--calls=1",
+        "--warmup=1",
+        "--option=cpp_wrapper=false",
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [
+        line.split("|")[1].strip() for line in done.stdout.splitlines() if line.startswith("| ")
+    ]
+    assert rows == ["variant", "---", "eager", "compiled", "compiled, cpp_wrapper=false"]
+
+
+def test_malformed_option_is_refused() -> None:
+    done = run("experiment=minatar_dqn", "--option=cpp_wrapper")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: --option cpp_wrapper: allowed is KEY=VALUE, an Inductor option"
+    ]
