@@ -32,6 +32,13 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cuda", int(index) if index else torch.cuda.current_device())
 
 
+def check_pipelined(pipelined: bool, device: torch.device) -> None:
+    """`agent.pipelined` needs CUDA: on a CPU acting and the update compete for the same
+    cores, and pipelining only costs."""
+    if pipelined and device.type != "cuda":
+        raise ValueError("agent.pipelined=true needs agent.device=cuda")
+
+
 def use_device(device: torch.device) -> None:
     """Prepare this process to compute on `device`; nothing to do for the CPU.
 

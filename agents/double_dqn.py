@@ -12,7 +12,7 @@ import torch
 
 from agents.acceleration import Capture, CapturedCall, capture_cuda_graph
 from agents.compilation import CompiledUpdate
-from agents.devices import resolve_device, use_device
+from agents.devices import check_pipelined, resolve_device, use_device
 from agents.networks import build_network
 from agents.optimizer import OPTIMIZERS, CenteredRMSProp, centered_rmsprop
 from agents.per_sample import parameter_change_norms
@@ -70,8 +70,7 @@ class DoubleDQN:
         self.compute_parameter_change_norms = compute_parameter_change_norms
         self.device = resolve_device(agent.device)
         cuda = self.device.type == "cuda"
-        if agent.pipelined and not cuda:  # on CPU, acting and the update compete for the cores
-            raise ValueError("agent.pipelined=true needs agent.device=cuda")
+        check_pipelined(agent.pipelined, self.device)
         use_device(self.device)
         # Seed a forked torch RNG from `rng` so the initial weights are reproducible without
         # touching torch's global generator state.

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from agents.devices import resolve_device
+from agents.devices import check_pipelined, resolve_device
 from agents.networks import build_network
 from agents.settings import AgentSettings
 from artifacts.upgrade import check_resumable
@@ -124,9 +124,7 @@ def _check_machine(cfg: DictConfig) -> None:
         check_device_copy(cfg.replay.eviction, cfg.replay.device)
         if not _learners_cuda_device(cfg.replay.device, device):
             raise refusal("replay.device", cfg.replay.device, REPLAY_DEVICES)
-    if device.type != "cuda" and cfg.agent.pipelined:
-        # On a CPU acting and the update compete for the same cores: pipelining only costs.
-        raise ValueError("agent.pipelined=true needs agent.device=cuda")
+    check_pipelined(cfg.agent.pipelined, device)
     _check_memory(cfg)
 
 
