@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 # How far a graph's first replay may lie from the eager call on the same inputs and state:
 # float rounding (the same kernels, perhaps summing in another order), far below what a stale
@@ -175,7 +176,7 @@ class CapturedCall:
     def _give_up(self, cause: str) -> None:
         self.enabled = False
         GRAPHS_GIVEN_UP.add(self.name)
-        print(
+        tqdm.write(  # above a training run's progress bar, not on its line
             f"warning: the CUDA graph of {self.name} failed ({cause}): "
             "continuing without CUDA graphs",
             file=sys.stderr,

@@ -9,6 +9,7 @@ import sys
 import weakref
 
 import torch
+from tqdm import tqdm
 
 from agents.acceleration import error_line
 
@@ -46,7 +47,7 @@ class CompiledUpdate:
                 return self._compiled(learner, params, grad_avgs, square_avgs, *inputs)
             except Exception as error:  # noqa: BLE001 - any failure of the compiler
                 self.enabled = False
-                print(
+                tqdm.write(  # above a training run's progress bar, not on its line
                     f"warning: torch.compile of the update failed ({error_line(error)}); "
                     "continuing without torch.compile",
                     file=sys.stderr,

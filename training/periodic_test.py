@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from tqdm import tqdm
 
 from artifacts.atomic import save_atomically
 from artifacts.run_directory import RunDirectory
@@ -248,7 +249,7 @@ def _save_or_warn(path: Path, step: int, score: float, save) -> bool:
     try:
         save(path, score)
     except OSError as error:
-        print(
+        tqdm.write(  # above the run's progress bar, not on its line
             f"warning: {path.name} not updated at step {step} "
             f"({error.strerror or error}); the previous one is kept",
             file=sys.stderr,
