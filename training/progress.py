@@ -2,6 +2,7 @@
 
 import math
 import os
+import shutil
 import time
 from collections import deque
 from pathlib import Path
@@ -15,6 +16,7 @@ from training.figures import replay_rate_figure, sorted_td_errors_figure
 from training.plain_config import select
 
 EVENT_FILES = "events.out.tfevents.*"
+HPARAMS = "hparams"  # the folder below tensorboard/ with the hyperparameters and results
 HYPERPARAMETERS = (
     "env.game",
     "replay.kind",
@@ -133,10 +135,13 @@ class Progress:
         metrics = {"hparams/final_return": float(np.mean(self.returns or [np.nan]))}
         if math.isfinite(best_score):
             metrics["hparams/best_eval_score"] = best_score
+        # A run stopped after this and before its final snapshot writes them again when
+        # resumed: the same values, which replace the first ones rather than adding a session.
+        shutil.rmtree(self.directory / HPARAMS, ignore_errors=True)
         self.writer.add_hparams(
             {key: value for key, value in values.items() if value is not None},
             metrics,
-            run_name="hparams",
+            run_name=HPARAMS,
         )
 
     def state_dict(self) -> dict:

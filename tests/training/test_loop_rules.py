@@ -173,3 +173,7 @@ def test_the_final_snapshot_which_marks_a_run_finished_is_written_last(tmp_path,
     hparams = EventAccumulator(str(run.tensorboard / "hparams")).Reload()
     assert "hparams/final_return" in hparams.Tags()["scalars"]
     assert not run.final_snapshot.exists()
+    # Resumed, it writes them again: in place of the first, one session in TensorBoard.
+    training.progress.hyperparameters(training.cfg, float("nan"))
+    training.progress.close()
+    assert len(list((run.tensorboard / "hparams").glob("events.out.tfevents.*"))) == 1
