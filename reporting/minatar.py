@@ -134,7 +134,9 @@ def checkpoint_section(variants: Sequence[VariantRuns], frames: int) -> list[str
     compared = any(cell.last_versus_uniform is not None for cell in cells)
     found = verdicts(cells)
     if not compared:
-        found = ["No prioritized variant has a uniform run of its target rule here."]
+        found = [
+            "No prioritized variant has trained this far beside a uniform run of its target rule."
+        ]
     elif not found:
         found = [
             "No interval lies entirely below or above zero: no prioritized variant "
