@@ -347,13 +347,19 @@ def outcomes(tmp_path_factory) -> dict[str, tuple]:
         result = train(*arguments)
         return result.returncode, result.stderr, line, before, snapshot(tmp)
 
+    cases = [case for case in CASES if applies(case)]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(CASES, pool.map(run_case, CASES), strict=True))
+        return dict(zip(cases, pool.map(run_case, cases), strict=True))
+
+
+def applies(case: str) -> bool:
+    """With a GPU, `agent.device=cuda` is no bad input: the run would train in earnest."""
+    return case != "cuda without a GPU" or not torch.cuda.is_available()
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_is_refused_with_one_line_and_changes_nothing(outcomes, case):
-    if case == "cuda without a GPU" and torch.cuda.is_available():
+    if not applies(case):
         pytest.skip("this machine has a GPU")
     returncode, stderr, line, before, after = outcomes[case]
     *earlier, last = stderr.splitlines()

@@ -69,15 +69,28 @@ def test_the_captured_cuda_update_equals_the_eager_one_and_is_replayed(capsys):
 
 
 def test_parameter_change_norms_are_captured_on_cuda_too():
-    captured = make_agent(
-        seed=3, device="cuda", cuda_graphs=True, compute_parameter_change_norms=True
+    """The captured norms follow the eager CUDA ones at every update, and the CPU's from the
+    same parameters. Later updates are not compared across devices: the devices' parameters
+    drift apart by rounding that centered RMSProp's denominator magnifies in the norms (one of
+    32 norms by 0.15 % within seven updates on an H100)."""
+    captured, eager = (
+        make_agent(seed=3, device="cuda", cuda_graphs=graphs, compute_parameter_change_norms=True)
+        for graphs in (True, False)
     )
     on_cpu = make_agent(seed=3, compute_parameter_change_norms=True)
-    for batch in BATCHES:
-        norms, expected = captured.learn(batch), on_cpu.learn(batch)
+    np.testing.assert_allclose(
+        captured.learn(BATCHES[0]).parameter_change_norms,
+        on_cpu.learn(BATCHES[0]).parameter_change_norms,
+        **CLOSE,
+    )
+    eager.learn(BATCHES[0])
+    for batch in BATCHES[1:]:  # warm-ups, the capture and its check, then replays
         np.testing.assert_allclose(
-            norms.parameter_change_norms, expected.parameter_change_norms, **CLOSE
+            captured.learn(batch).parameter_change_norms,
+            eager.learn(batch).parameter_change_norms,
+            **CLOSE,
         )
+    assert captured.updates.update.enabled  # the check passed: no fallback
 
 
 def test_loading_a_state_dict_recaptures_the_cuda_update():
