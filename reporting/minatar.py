@@ -11,6 +11,7 @@ frames, the training return over seeds and each prioritized variant's difference
 with a 95 % Welch interval. Runs may be unfinished: a run counts where it has trained.
 """
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -131,11 +132,16 @@ def checkpoint_section(variants: Sequence[VariantRuns], frames: int) -> list[str
             f"No run has trained that far yet (the furthest: {furthest:,} frames).",
             "",
         ]
-    compared = any(cell.last_versus_uniform is not None for cell in cells)
+    differences = [cell.last_versus_uniform for cell in cells if cell.last_versus_uniform]
     found = verdicts(cells)
-    if not compared:
+    if not differences:
         found = [
             "No prioritized variant has trained this far beside a uniform run of its target rule."
+        ]
+    elif all(math.isnan(low) for _, low, _ in differences):
+        found = [
+            "No interval yet: each prioritized variant that trained this far has one seed, and "
+            "an interval needs two a side."
         ]
     elif not found:
         found = [

@@ -1,6 +1,7 @@
 """`python -m reporting minatar` on a hand-made results tree whose numbers are worked out by
 hand below; its refusal of a directory without MinAtar results."""
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -154,6 +155,16 @@ def test_report_tables_figures_and_verdicts(results, tmp_path):
         assert (out / f"minatar_{game}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"![minatar_{game}.png](minatar_{game}.png)" in text
     assert "unexported: no training_returns.csv" in text
+
+
+def test_single_seeds_beside_uniform_give_no_interval_and_no_claim(results, tmp_path):
+    for seed in range(3):
+        shutil.rmtree(results / f"minatar/breakout/dqn-proportional-huber_loss/seed{seed}_1M")
+    text = main(["minatar", str(results), "--out", str(tmp_path / "report")]).read_text()
+    full = text.split("## At 1M frames")[1]
+    assert "| Breakout | dqn-rank_based | 1 of 1 | 8.0 ± – | 6.7 ± – | 9.0 | -4.0 [–, –] |" in full
+    assert "No interval yet: each prioritized variant that trained this far has one seed" in full
+    assert "No interval lies" not in text
 
 
 def test_a_directory_without_minatar_results_is_refused(results, tmp_path, capsys):
