@@ -7,6 +7,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from schema import one_of
 
@@ -90,17 +91,17 @@ class MinAtarQNetwork(nn.Module):
         self.conv = nn.Conv2d(history_length * channels, 16, kernel_size=3, stride=1)
         self.hidden = nn.Linear(16 * (height - 2) * (width - 2), 128)
         self.output = nn.Linear(128, num_actions)
-        # The same function in another memory layout: oneDNN's convolution on this small
-        # input runs faster channels-last (docs/benchmarks.md#cpu-threads-memory-and-layout).
-        self.conv.to(memory_format=torch.channels_last)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         if frames.dtype != torch.uint8:
             raise TypeError(f"MinAtarQNetwork expects uint8 frames, got {frames.dtype}")
         batch = frames.shape[0]
         grids = frames.reshape(batch, -1, *frames.shape[-2:]).float()
-        features = torch.relu(self.conv(grids.contiguous(memory_format=torch.channels_last)))
-        hidden = torch.relu(self.hidden(features.flatten(1)))
+        # `self.conv` as one product of the 3×3 patches with the filters: the same function,
+        # rounded differently, and faster on a CPU at this size (docs/benchmarks.md#minatar).
+        patches = F.unfold(grids, self.conv.kernel_size).transpose(1, 2)
+        features = torch.relu(F.linear(patches, self.conv.weight.flatten(1), self.conv.bias))
+        hidden = torch.relu(self.hidden(features.transpose(1, 2).flatten(1)))
         return self.output(hidden)
 
 
