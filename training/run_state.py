@@ -59,7 +59,9 @@ def capture_run_state(training) -> dict:
         "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
         "torch_threads": torch.get_num_threads(),  # `threads: auto` resumes with it
         "learning": _learning_in_flight(training),
-        "next_action": training.next_action,  # chosen, with the agent's generator, already
+        # The next step's action where it was chosen behind an update: the agent's generator
+        # has drawn it already, so the resumed run must take it, not choose again.
+        "next_action": training.next_action,
         "progress": training.progress.state_dict(),
         **training.periodic_test.state_dict(),  # its best score and pending tests
     }
