@@ -10,7 +10,9 @@ rounds) and its ratio to eager's in the same round: a machine's load drifts betw
 more than within one, so the paired ratio is the steadier figure. `--option KEY=VALUE` adds
 a compiled variant with that Inductor option changed (agents/compilation.py's
 COMPILE_OPTIONS). `--profile` adds, per variant, torch.profiler's operators by their own time
-over one round. Prints tables, asserts nothing.
+over one round. `--acting` adds, per variant, what a greedy action of its learner costs
+right after an update (as in a MinAtar run, one update a step), a second one right after
+that, and one among actions alone. Prints tables, asserts nothing.
 """
 
 import argparse
@@ -40,6 +42,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=50, help="updates per round")
     parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
     parser.add_argument("--profile", action="store_true", help="operators' times per variant")
+    parser.add_argument("--acting", action="store_true", help="an action after an update")
     parser.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
     )
@@ -127,6 +130,31 @@ def profiles(made: dict, inputs: tuple, calls: int) -> str:
     return "\n\n".join(tables)
 
 
+def acting_table(made: dict, inputs: tuple, state: np.ndarray, args) -> str:
+    """µs of a greedy action (median over the rounds' calls) right after an update, a second
+    one right after it, and among actions alone, per variant."""
+    columns = ("after an update", "a second action", "actions alone")
+    times = {name: {column: [] for column in columns} for name in made}
+    for _ in range(args.rounds):
+        for name, (step, learner) in made.items():
+            act, spent = learner.policy.act, times[name]
+            for _ in range(args.calls):
+                step(*inputs)
+                for column in columns[:2]:
+                    start = time.perf_counter()
+                    act(state, 0.0)
+                    spent[column].append(time.perf_counter() - start)
+            for _ in range(args.calls):
+                start = time.perf_counter()
+                act(state, 0.0)
+                spent[columns[2]].append(time.perf_counter() - start)
+    body = [
+        [name, *(f"{np.median(spent[column]) * 1e6:,.0f}" for column in columns)]
+        for name, spent in times.items()
+    ]
+    return markdown(["variant, µs per action", *columns], body)
+
+
 def table(seconds: dict) -> str:
     body = []
     for name, times in seconds.items():
@@ -166,6 +194,8 @@ def main() -> None:
     )
     if args.profile:
         print("\n" + profiles(made, inputs, args.calls))
+    if args.acting:
+        print("\n" + acting_table(made, inputs, arrays[0][0], args))
 
 
 if __name__ == "__main__":

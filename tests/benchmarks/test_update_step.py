@@ -1,5 +1,5 @@
-"""benchmarks/update_step.py as a user runs it: the table has a row per variant, and a
-malformed --option is refused in one line."""
+"""benchmarks/update_step.py as a user runs it: the table has a row per variant (and so has
+the acting table with --acting), and a malformed --option is refused in one line."""
 
 import subprocess
 import sys
@@ -27,6 +27,22 @@ def test_one_row_per_variant() -> None:
         line.split("|")[1].strip() for line in done.stdout.splitlines() if line.startswith("| ")
     ]
     assert rows == ["variant", "---", "eager", "compiled", "compiled, cpp_wrapper=false"]
+
+
+def test_the_acting_table_has_a_row_per_variant() -> None:
+    done = run(
+        "experiment=minatar_dqn", "threads=1", "--rounds=2", "--calls=1", "--warmup=1", "--acting"
+    )
+    assert done.returncode == 0, done.stderr
+    acting = done.stdout.split("\n\n")[-1].strip().splitlines()
+    assert [line.split("|")[1].strip() for line in acting] == [
+        "variant, µs per action",
+        "---",
+        "eager",
+        "compiled",
+    ]
+    columns = [column.strip() for column in acting[0].split("|")[2:5]]
+    assert columns == ["after an update", "a second action", "actions alone"]
 
 
 def test_malformed_option_is_refused() -> None:
