@@ -128,7 +128,7 @@ def environment(wheel, tmp_path_factory) -> Path:
         (source / name / "__init__.py").write_text(f"STAND_IN = {name!r}\n")
     (source / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-        f'[project]\nname = "stand-ins"\nversion = "1.0"\n'
+        '[project]\nname = "stand-ins"\nversion = "1.0"\n'
         f"[tool.setuptools]\npackages = {list(STAND_INS)!r}\n"
     )
     built = pip("wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(root), str(source))
