@@ -28,6 +28,7 @@ from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import build_sampler, build_storage, sampler_class
 from training.checkpoints import CheckpointError, CheckpointStore
+from training.config_defaults import register_defaults
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
@@ -164,6 +165,11 @@ def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: Checkpoi
     )
     # 0 after SIGTERM, so schedulers treat the preempted job as done and requeue it.
     sys.exit(130 if stopped_by == signal.SIGINT else 0)
+
+
+# configs/ builds on the schemas' defaults: stored here, by the application itself, before
+# Hydra composes (a sweep's jobs get them with Hydra's state, on a cluster node too).
+register_defaults()
 
 
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")

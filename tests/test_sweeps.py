@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from replay.priority_signals import PRIORITY_SIGNALS
 from training.sweep_checks import NAME_BYTES, job_directory_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,6 +141,6 @@ def test_a_cluster_sweep_leaves_what_depends_on_the_machine_to_its_jobs(tmp_path
     assert done.returncode == 2
     assert done.stderr == (
         "error: job 1 (replay.priority_signal=bogus): replay.priority_signal=bogus is not "
-        "allowed: must be one of td_error, td_error_change, parameter_change, huber_loss\n"
+        f"allowed: must be one of {', '.join(PRIORITY_SIGNALS)}\n"
     )
     assert list(tmp_path.iterdir()) == []

@@ -1,6 +1,7 @@
 """`hydra/launcher=slurm`'s launcher, where Hydra looks for it; the launcher itself is
 training.slurm_launcher's, imported only when a sweep uses it (Hydra imports this module at
-every start, and it needs the `slurm` extra)."""
+the start of every run of train.py, which finds it in the checkout, and it needs the `slurm`
+extra)."""
 
 from collections.abc import Sequence
 

@@ -90,7 +90,7 @@ def test_a_run_stored_since_minatar_reads_as_this_version_composes_its_command_l
 
 def test_a_config_from_before_a_setting_the_upgrade_cannot_complete_is_refused(tmp_path):
     """It would otherwise run at today's default of a setting it lacks
-    (`evaluation.every_frames` came with 7ddb4ad)."""
+    (`evaluation.every_frames`, which the earliest runs did not record)."""
     path = tmp_path / "config.yaml"
     stored = OmegaConf.load(MINATAR_RUN_CONFIG)
     del stored.evaluation.every_frames
@@ -98,8 +98,9 @@ def test_a_config_from_before_a_setting_the_upgrade_cannot_complete_is_refused(t
     with pytest.raises(ValueError) as error:
         validate_config(OmegaConf.merge(load_stored_config(path), {"resume": str(tmp_path)}))
     assert str(error.value) == (
-        f"resume={tmp_path}: the run was written by a version too old to resume; runs written "
-        "from commit 7ddb4ad on can be resumed"
+        f"resume={tmp_path}: the run was written by a version too old to resume (an early "
+        "0.1.0: its config.yaml has no evaluation.every_frames); runs that record their "
+        "evaluation settings can be resumed"
     )
 
 
