@@ -30,6 +30,7 @@ from training.run_config import check_run
 LOCAL_LAUNCHERS = (
     "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
     "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
+    "hydra_plugins.per_atari.local_parallel_launcher.LocalParallelLauncher",
     "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
 )
 # The longest job directory name, in bytes; file systems allow 255.
