@@ -86,6 +86,7 @@ def build(cfg: DictConfig) -> Components:
         priority_signal=signal,
         priority_epsilon=cfg.replay.priority_epsilon,
         td_error_clip=cfg.agent.td_error_clip,  # one clip for the loss and the priorities
+        pin_memory=agent.device.type == "cuda" and cfg.replay.device == "cpu",
     )
     frame_stack = FrameStack(cfg.agent.history_length, frame_shape)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)

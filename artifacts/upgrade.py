@@ -85,6 +85,7 @@ def upgrade_checkpoint_state(state: dict, identity: dict) -> dict:
         pending = state.pop("pending_test_step", None)
         state["pending_test_steps"] = [] if pending is None else [pending]
     state.setdefault("learning", None)  # no update was ever in flight
+    state.setdefault("next_action", None)  # every action was chosen at its own step
     # Nothing was ever added between a draw and its priority update.
     state["replay"].setdefault("added_before_sample", None)
     return state

@@ -9,15 +9,23 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import OmegaConf
-from submitit.core.utils import UncompletedJobError
 
 import train
-from training import slurm_launcher
-from training.slurm_launcher import PreemptibleSlurmLauncher
+
+# The cluster extra (`slurm`): without it these tests skip, and the rest of a run (such as
+# `pytest -k cuda` on a GPU machine) still collects.
+pytest.importorskip("submitit")
+pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+
+from submitit.core.utils import UncompletedJobError  # noqa: E402
+
+from training import slurm_launcher  # noqa: E402
+from training.slurm_launcher import PreemptibleSlurmLauncher  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["job 0 (seed=0)", "job 1 (seed=1)"]
