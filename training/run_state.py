@@ -60,6 +60,7 @@ def capture_run_state(training) -> dict:
         "torch_threads": torch.get_num_threads(),  # `threads: auto` resumes with it
         "learning": _learning_in_flight(training),
         "progress": training.progress.state_dict(),
+        **training.record.state_dict(),  # the config it runs with, the changes since its start
         **training.periodic_test.state_dict(),  # its best score and pending tests
     }
 
