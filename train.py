@@ -31,6 +31,7 @@ from training.checkpoints import CheckpointError, CheckpointStore
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
+from training.progress import check_event_files
 from training.run_config import (
     check_run,
     record_run_config,
@@ -139,6 +140,7 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
         if checkpoint is not None:
             checkpoint = resumable(checkpoint, plain_config(cfg))
             record, notes = resumed_record(run_dir, cfg, checkpoint)
+            notes += check_event_files(run_dir, checkpoint["state"]["progress"])
     except (ValueError, CheckpointError) as error:
         remove_created_directories(run_dir)
         _fail(error, 2)

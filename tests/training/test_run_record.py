@@ -1,7 +1,9 @@
 """A run's record of what it ran: its checkpoints hold its whole config and refuse a
 config.yaml edited since; what a resume may change is allowed and recorded (changes.yaml), as
-is a fallback; checkpoints from before the config was recorded still resume, exactly."""
+is a fallback; checkpoints from before the config was recorded still resume, exactly. Its
+curves: a damaged event file is refused by a resume and by an export, not read in part."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -9,8 +11,11 @@ import pytest
 import torch
 import yaml
 from omegaconf import OmegaConf
+from torch.utils.tensorboard import SummaryWriter
 
-from tests.test_bad_input import snapshot, train
+from artifacts.event_files import first_damage
+from reporting.__main__ import main as reporting_main
+from tests.test_bad_input import _flip_middle_byte, snapshot, train
 from tests.training.test_resume import assert_same_run, launch, stderr
 from training.checkpoints import CheckpointStore
 from training.run_record import RunRecord, config_record, resumed_record
@@ -159,3 +164,66 @@ def test_a_resume_that_goes_back_before_a_change_cuts_it_from_changes_yaml(tmp_p
     assert (tmp_path / "changes.yaml").is_file()
     RunRecord(tmp_path, {"agent": {"torch_compile": True}}).write()  # from a checkpoint before
     assert not (tmp_path / "changes.yaml").exists()
+
+
+def test_event_records_that_fail_their_checksums_or_are_cut_short_are_found(tmp_path):
+    writer = SummaryWriter(str(tmp_path))
+    for step in range(20):
+        writer.add_scalar("episode/return", step, step)
+    writer.close()
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    whole = path.read_bytes()
+    assert first_damage(path) is None
+
+    def with_byte_flipped(index: int) -> bytes:
+        return whole[:index] + bytes([whole[index] ^ 0xFF]) + whole[index + 1 :]
+
+    path.write_bytes(with_byte_flipped(len(whole) - 5))  # the last record's data, its last byte
+    damage = first_damage(path)
+    assert (damage.record, damage.problem, damage.cut_short) == (
+        20,  # after the file's version record
+        "fails the checksum of its data",
+        False,
+    )
+    assert first_damage(path, damage.offset) is None  # the records before it are sound
+    path.write_bytes(with_byte_flipped(0))
+    assert (first_damage(path).offset, first_damage(path).problem) == (
+        0,
+        "fails the checksum of its length",
+    )
+    path.write_bytes(whole[:-3])
+    assert first_damage(path).problem == "is cut short in its data"
+    assert first_damage(path).cut_short
+
+
+def test_a_damaged_event_file_is_refused_on_resume_and_changes_nothing(stopped, tmp_path):
+    run_dir = copy_of(stopped, tmp_path)
+    (events,) = (run_dir / "tensorboard").glob("events.out.tfevents.*")
+    _flip_middle_byte(events)
+    before = snapshot(run_dir)
+    result = train(f"resume={run_dir}")
+    assert result.returncode == 2
+    assert re.fullmatch(
+        rf"error: event file {re.escape(str(events))} is damaged at byte (\d+): record \d+ fails "
+        r"the checksum of its (data|length): the events from there on would drop out of the "
+        rf"run's curves; restore the file, or cut it there \(truncate -s \1 "
+        rf"{re.escape(str(events))}\) to resume without them\n",
+        result.stderr,
+    ), result.stderr
+    assert snapshot(run_dir) == before
+
+
+def test_a_damaged_event_file_is_refused_by_export_before_anything_is_written(
+    stopped, tmp_path, capsys
+):
+    run_dir = copy_of(stopped, tmp_path)
+    (events,) = (run_dir / "tensorboard").glob("events.out.tfevents.*")
+    _flip_middle_byte(events)
+    out = tmp_path / "results"
+    with pytest.raises(SystemExit) as exit:
+        reporting_main(["export", str(run_dir), "--out", str(out)])
+    assert exit.value.code == 2
+    line = capsys.readouterr().err
+    assert line.startswith(f"error: event file {events} is damaged at byte ")
+    assert line.endswith(") to export the events before it\n") and line.count("\n") == 1
+    assert not out.exists()
