@@ -79,6 +79,7 @@ class Training:
         self.cfg = plain_config(cfg)
         # What the run runs with and what changed since its start (a fresh run's by default).
         self.record = record or RunRecord(run_dir, config_record(cfg))
+        self.compiling = self.cfg.agent.torch_compile  # until compiling fails
         self.parts, self.run_dir = parts, run_dir
         self.checkpoints, self.stop = checkpoints, stop
         self.step = 0
@@ -192,6 +193,10 @@ class Training:
         self._settle_learning()
         batch = self.parts.replay.sample(self.importance_exponent())
         self.learning = (self.step, batch, self.parts.agent.start_learning(batch))
+        if self.compiling and self.parts.agent.compile_failure is not None:
+            self.compiling = False  # the update this step ran eagerly, as every later one will
+            failure = f"torch.compile failed ({self.parts.agent.compile_failure})"
+            self.record.fall_back(self.step, "agent.torch_compile", failure)
         if not self.parts.agent.pipelined:
             self._settle_learning()
 

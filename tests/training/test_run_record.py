@@ -5,6 +5,8 @@ curves: a damaged event file is refused by a resume and by an export, not read i
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from torch.utils.tensorboard import SummaryWriter
 from artifacts.event_files import first_damage
 from reporting.__main__ import main as reporting_main
 from tests.test_bad_input import _flip_middle_byte, snapshot, train
-from tests.training.test_resume import assert_same_run, launch, stderr
+from tests.training.test_resume import ENVIRONMENT, ROOT, assert_same_run, launch, stderr
 from training.checkpoints import CheckpointStore
 from training.run_record import RunRecord, config_record, resumed_record
 
@@ -227,3 +229,55 @@ def test_a_damaged_event_file_is_refused_by_export_before_anything_is_written(
     assert line.startswith(f"error: event file {events} is damaged at byte ")
     assert line.endswith(") to export the events before it\n") and line.count("\n") == 1
     assert not out.exists()
+
+
+# `python -c FAILING_COMPILER ARGUMENTS...` runs train.py where torch.compile fails, as it does
+# without a C++ compiler (at the first compiled call).
+FAILING_COMPILER = """
+import runpy, sys
+import torch
+
+def failing_compile(function, **options):
+    def compiled(*arguments):
+        raise RuntimeError("no C++ compiler found")
+    return compiled
+
+torch.compile = failing_compile
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+def test_a_compiled_run_resumed_where_compiling_fails_records_the_fallback(uninterrupted, tmp_path):
+    """Stopped before its first update, resumed where torch.compile fails: it goes on eagerly,
+    says so, and its record says since when; it is then exactly the eager run."""
+    run_dir = tmp_path / "run"
+    compiled = [
+        *(a for a in RUN if not a.startswith("agent.torch_compile")),
+        f"hydra.run.dir={run_dir}",
+    ]
+    process = launch(run_dir, *compiled, at_step=30, signals="SIGTERM")
+    assert process.wait(timeout=600) == 0, stderr(run_dir)
+    result = subprocess.run(
+        [sys.executable, "-c", FAILING_COMPILER, f"resume={run_dir}"],
+        cwd=ROOT,
+        env=ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    why = (
+        "torch.compile failed (RuntimeError: no C++ compiler found); the run is no longer "
+        "bit-identical to one that kept agent.torch_compile=true"
+    )
+    assert (
+        f"note: agent.torch_compile=False from step 40 on (True before): {why}; recorded in "
+        f"{run_dir / 'changes.yaml'}\n" in result.stderr
+    )
+    change = {"step": 40, "setting": "agent.torch_compile", "from": True, "to": False, "why": why}
+    assert yaml.safe_load((run_dir / "changes.yaml").read_text()) == [change]
+    final = CheckpointStore(run_dir / "checkpoints").read_latest()["state"]
+    assert final["config"]["agent"]["torch_compile"] is False
+    assert "torch_compile: true" in (run_dir / "config.yaml").read_text()  # as it started
+    assert_same_run(run_dir, uninterrupted)
