@@ -32,6 +32,7 @@ from training.config_defaults import register_defaults
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
+from training.progress import check_event_files
 from training.run_config import (
     check_run,
     record_run_config,
@@ -45,6 +46,7 @@ from training.run_guard import (
     lock_run_directory,
     torch_threads,
 )
+from training.run_record import RunRecord, config_record, resumed_record
 from training.run_state import resumable, threads_run_with
 
 
@@ -121,10 +123,12 @@ def run_directory(resumed: str | None, default: str, _root_: DictConfig) -> str:
 OmegaConf.register_new_resolver("or_else", run_directory)
 
 
-def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore, dict | None]:
+def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
     """Lock the run directory, settle and check the config, read the checkpoint to resume
-    from; bad input ends here with one line and status 2, before anything is allocated.
-    Returns None for a finished run (said on stderr; nothing changes)."""
+    from and check the config against it; bad input ends here with one line and status 2,
+    before anything is allocated. Returns (the config, the checkpoints, the checkpoint to
+    resume from or None, the run's record), or None for a finished run (said on stderr;
+    nothing changes)."""
     try:
         lock_run_directory(run_dir)
     except RunDirectoryError as error:
@@ -134,15 +138,20 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore
         done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
         checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
+        record, notes = RunRecord(run_dir, config_record(cfg)), []
         if checkpoint is not None:
             checkpoint = resumable(checkpoint, plain_config(cfg))
+            record, notes = resumed_record(run_dir, cfg, checkpoint)
+            notes += check_event_files(run_dir, checkpoint["state"]["progress"])
     except (ValueError, CheckpointError) as error:
         remove_created_directories(run_dir)
         _fail(error, 2)
     if done:  # its checkpoint is sound, and resuming would only rewrite its results
         print(f"run {run_dir} is finished: nothing to do", file=sys.stderr)
         return None
-    return cfg, checkpoints, checkpoint
+    for note in notes:
+        print(note, file=sys.stderr)
+    return cfg, checkpoints, checkpoint, record
 
 
 def resume_command(run_dir: Path, hydra: DictConfig) -> str:
@@ -179,7 +188,7 @@ def main(cfg: DictConfig) -> None:
     prepared = prepare(cfg, run_dir)
     if prepared is None:  # returning, not exiting: a sweep goes on with its next job
         return
-    cfg, checkpoints, checkpoint = prepared
+    cfg, checkpoints, checkpoint, record = prepared
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
     torch.set_num_threads(torch_threads(cfg.threads, threads_run_with(checkpoint)))
@@ -193,7 +202,8 @@ def main(cfg: DictConfig) -> None:
         remove_created_directories(run_dir)
         raise
     record_run_config(run_dir, cfg)  # the run starts: now it has a record
-    training = Training(parts, cfg, run_dir, checkpoints, stop)
+    record.write()  # the changes its checkpoint holds, and those made now
+    training = Training(parts, cfg, run_dir, checkpoints, stop, record)
     try:
         try:
             training.start(checkpoint)

@@ -2,6 +2,8 @@
 
     runs/<game>/<replay kind>/<date>_<time>/
         config.yaml       the fully resolved configuration: the run's record
+        changes.yaml      what changed after the start (a setting set on resume, a fallback),
+                          only when something did (training.run_record)
         checkpoints/      crash-safe checkpoints to resume from (training.checkpoints)
         tensorboard/      event files
         agent_latest.pt   agent snapshots (artifacts.snapshot): the latest periodic test's agent,
@@ -23,6 +25,7 @@ from artifacts.upgrade import upgrade_config
 from envs.registry import EnvironmentKind, environment_kind
 
 CONFIG = "config.yaml"
+CHANGES = "changes.yaml"
 CHECKPOINTS = "checkpoints"
 TENSORBOARD = "tensorboard"
 LATEST_SNAPSHOT = "agent_latest.pt"
@@ -66,6 +69,10 @@ class RunDirectory:
     @property
     def config_file(self) -> Path:
         return self.path / CONFIG
+
+    @property
+    def changes_file(self) -> Path:
+        return self.path / CHANGES
 
     @property
     def checkpoints(self) -> Path:

@@ -86,6 +86,11 @@ def upgrade_checkpoint_state(state: dict, identity: dict) -> dict:
         state["pending_test_steps"] = [] if pending is None else [pending]
     state.setdefault("learning", None)  # no update was ever in flight
     state.setdefault("next_action", None)  # every action was chosen at its own step
+    # No configuration recorded (it cannot be checked), and no change recorded since the start.
+    state.setdefault("config", None)
+    state.setdefault("changes", [])
+    if state["config"] is not None:
+        state["config"] = upgrade_config(state["config"])
     # Nothing was ever added between a draw and its priority update.
     state["replay"].setdefault("added_before_sample", None)
     return state

@@ -29,6 +29,7 @@ from tensorboard.backend.event_processing.event_accumulator import (
 )
 
 from artifacts.command_line import unwritable_reason
+from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.run_directory import CONFIG, RunDirectory, find_runs
 from evaluation.scores import normalized_score
 from reporting.results import (
@@ -57,16 +58,39 @@ class Export:
     info: RunDirectory
     evaluations: list[tuple[str, ...]]
     returns: list[tuple[str, ...]]
+    notes: tuple[str, ...] = ()  # what could not be read: a last event cut short
 
 
-def read_events(tensorboard_dir: Path) -> EventAccumulator | None:
-    """Every event of the run's event files (no reservoir sampling); None without a
-    directory (a run that never logged)."""
+def checked_event_files(tensorboard_dir: Path) -> list[str]:
+    """Checks every record of the event files TensorBoard reads in `tensorboard_dir` (its
+    reader stops at a damaged one without a word, dropping every later event): an
+    ExportError names the first record that fails its checksum; a file that ends inside its
+    last record (a run stopped while writing it, or one still running) gives a note."""
+    notes = []
+    for path in sorted(tensorboard_dir.glob(EVENT_FILES)):
+        damage = first_damage(path)
+        if damage is None:
+            continue
+        if not damage.cut_short:
+            raise ExportError(
+                f"{damage}: the events from there on would be missing from the export; restore "
+                f"the file, or cut it there (truncate -s {damage.offset} {path}) to export the "
+                "events before it"
+            )
+        notes.append(f"{damage}: the event there is not exported (a run stopped while writing it?)")
+    return notes
+
+
+def read_events(tensorboard_dir: Path) -> tuple[EventAccumulator | None, list[str]]:
+    """Every event of the run's event files (no reservoir sampling), once their records are
+    checked (`checked_event_files`), and the notes of that check; None without a directory
+    (a run that never logged)."""
     if not tensorboard_dir.is_dir():
-        return None
+        return None, []
+    notes = checked_event_files(tensorboard_dir)
     accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0, TENSORS: 0})
     accumulator.Reload()
-    return accumulator
+    return accumulator, notes
 
 
 def _latest_per_step(events, value) -> dict[int, object]:
@@ -136,10 +160,10 @@ def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
 
 def read_run(info: RunDirectory) -> Export:
     """The run's rows from its TensorBoard events (none for a run that logged nothing)."""
-    events = read_events(info.tensorboard)
+    events, notes = read_events(info.tensorboard)
     scalars = scalars_of(events)
     evaluations = evaluation_rows(info, scalars, texts_of(events))
-    return Export(info, evaluations, return_rows(info, scalars))
+    return Export(info, evaluations, return_rows(info, scalars), tuple(notes))
 
 
 def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
@@ -159,6 +183,7 @@ def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
         infos.update((info.path.resolve(), info) for info in found)
     exports, notes = [], []
     for export in map(read_run, infos.values()):
+        notes += [f"{export.info.path}: {note}" for note in export.notes]
         if export.evaluations or export.returns:
             exports.append(export)
         else:

@@ -115,6 +115,8 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
         "pending_test_steps": [40],
         "learning": None,
         "replay": {"storage": {}, "added_before_sample": None},
+        "config": None,  # not recorded: it cannot be checked
+        "changes": [],  # none recorded
     }
     recorded = {"env.kind": None, "replay.eviction": None, "replay.kind": "uniform"}
     state = {"identity": recorded, "torch_threads": 1, "pending_test_steps": [], "replay": {}}
