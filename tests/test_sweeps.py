@@ -4,11 +4,13 @@ launchers and clusters alike, and job directories have short, readable, unique n
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
 
+from artifacts.provenance import code_state, read_starts
 from training.sweep_checks import NAME_BYTES, job_directory_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,6 +96,10 @@ def test_jobs_are_named_by_the_keys_the_sweep_varies_and_a_rerun_finds_them(tmp_
             alpha
         )
         assert (run / "agent_final.pt").is_file()
+        # What made the run, beside its config: the code's commit and the libraries.
+        (start,) = read_starts(run / "provenance.yaml")
+        assert start["step"] == 0 and start["commit"] == code_state()[0]
+        assert start["torch"] == metadata.version("torch")
     # Which overrides the sweep ran, and the keys it left out of the names: multirun.yaml.
     recorded = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())["hydra"]
     assert recorded["overrides"]["task"] == [

@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
+from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_config
 from envs.registry import environment_kind
@@ -109,11 +110,16 @@ def run_config(cfg: DictConfig) -> DictConfig:
 
 
 def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
-    """Write the run's record, config.yaml, unless it is there: only for a run that starts."""
-    path = RunDirectory(run_dir).config_file
-    if not path.exists():
+    """Write the run's record, config.yaml, unless it is there, and add this start (its step,
+    the code's commit, the libraries' versions) to provenance.yaml: only for a run that
+    starts (`artifacts.provenance`)."""
+    run = RunDirectory(run_dir)
+    if not run.config_file.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, OmegaConf.to_yaml(_record(cfg)).encode())
+        write_atomically(run.config_file, OmegaConf.to_yaml(_record(cfg)).encode())
+    step = CheckpointStore(run.checkpoints).latest_step() or 0
+    starts = read_starts(run.provenance_file)
+    write_atomically(run.provenance_file, with_start(starts, this_start(step)).encode())
 
 
 def remove_created_directories(run_dir: Path) -> None:

@@ -10,6 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from artifacts.provenance import code_state, read_starts
+from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_checkpoint_state
 from training import run_config
 from training.run_config import load_stored_config, remove_created_directories
@@ -118,6 +120,23 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
     recorded = {"env.kind": None, "replay.eviction": None, "replay.kind": "uniform"}
     state = {"identity": recorded, "torch_threads": 1, "pending_test_steps": [], "replay": {}}
     assert upgrade_checkpoint_state(state, identity)["identity"] == identity
+
+
+def test_each_start_of_a_run_is_recorded_beside_its_config_written_once(tmp_path):
+    run_dir = tmp_path / "run"
+    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 0, "resume": None}))
+    config = (run_dir / "config.yaml").read_bytes()
+    assert config == b"seed: 0\n"
+    # Resumed from its checkpoint at step 100: a second start, at that step.
+    (run_dir / "checkpoints").mkdir()
+    (run_dir / "checkpoints" / "state-000000000100-frames0.pt").write_bytes(b"")
+    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 1, "resume": str(run_dir)}))
+    assert (run_dir / "config.yaml").read_bytes() == config
+    starts = read_starts(run_dir / "provenance.yaml")
+    assert [start["step"] for start in starts] == [0, 100]
+    commit, dirty = code_state()
+    assert all((start["commit"], start["dirty"]) == (commit, dirty) for start in starts)
+    assert RunDirectory(run_dir).provenance.complete
 
 
 # A refused run in a new process, after Hydra's `mkdir -p` of its run directory (argv[1]); and
