@@ -90,7 +90,7 @@ def test_export_writes_small_files_with_the_logged_numbers(multirun, tmp_path):
             "pong/proportional/seed0_2M",
             "pong/proportional/seed1_1500k",
         )
-        for name in ("config.yaml", "evaluations.csv", "training_returns.csv")
+        for name in ("config.yaml", "evaluations.csv", "provenance.yaml", "training_returns.csv")
     ]
     run = results / "pong/proportional/seed0_2M"
     assert (run / "config.yaml").read_bytes() == (multirun / "pong_prop_0/config.yaml").read_bytes()
