@@ -175,7 +175,8 @@ def explanation() -> list[str]:
         "a), without it this project's Double DQN target; behind it, a priority signal other "
         "than the paper's |δ| (`-huber_loss`: the Huber loss, as the published MinAtar "
         "prioritized agent) and an eviction other than the oldest first (`-lowest_priority`); "
-        "then `key=value` for each setting whose value differs between that variant's runs (a "
+        "then `key=value` for each setting whose value differs between that variant's runs of "
+        "the game (a "
         "sweep's keys, as `replay.priority_exponent=0.4`): only runs that differ in their seed "
         "alone are pooled as seeds.",
         "",

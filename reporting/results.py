@@ -2,17 +2,22 @@
 
 Every report reads runs through this module, never a run's TensorBoard events: the published
 comparison and the MinAtar report read a results directory, the sweep report a scratch export
-of its multirun. `export` puts each run at
+of its directories. `export` puts each run at
 
     OUT/<game>/<variant>/seed<seed>_<total frames>/           an Atari run
     OUT/<family>/<game>/<variant>/seed<seed>_<total frames>/  a run of another family
 
 (the sweep report's scratch export keeps the multirun's own layout). Wherever it lies, an
 exported run is a run directory (`artifacts.run_directory`) holding the run's own config.yaml,
-`evaluations.csv` (one row per periodic test, EVALUATION_COLUMNS) and `training_returns.csv`
-(one row per training episode, RETURN_COLUMNS). Rows are in increasing step order, one per
-step. A value is the shortest decimal that reads back as TensorBoard's float32, and is read as
-that decimal: 12.333333 (a mean over 3 episodes) rather than float32's 12.333333015.
+its provenance.yaml (`artifacts.provenance`), `evaluations.csv` (one row per periodic test,
+EVALUATION_COLUMNS) and `training_returns.csv` (one row per training episode,
+RETURN_COLUMNS). Rows are in increasing step order, one per step. A value is the shortest
+decimal that reads back as TensorBoard's float32, and is read as that decimal: 12.333333 (a
+mean over 3 episodes) rather than float32's 12.333333015.
+
+The sweep and MinAtar reports show one row per `Setting` (`by_setting`): a game, a variant, and
+the values of the settings that differ between that variant's runs of the game (a sweep's
+keys), so that only runs that differ in their seed alone are pooled as seeds.
 """
 
 import csv

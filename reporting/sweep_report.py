@@ -187,7 +187,8 @@ def markdown(report: Report, shown_as: str, figures: Sequence[str]) -> str:
         "",
         "*variant*: the replay kind and what else differs from the paper "
         "(`artifacts.run_directory.variant_name`), then `key=value` for each setting whose "
-        "value differs between that variant's runs: only runs that differ in their seed alone "
+        "value differs between that variant's runs of the game: only runs that differ in their "
+        "seed alone "
         "are pooled. *final*: median over seeds of the last point; *best*: median over seeds "
         "of each seed's best point; *best vs uniform* and *reaches …*: the median curve's "
         "best so far, and the first fraction of training where it matches the uniform "
