@@ -110,16 +110,20 @@ def run_config(cfg: DictConfig) -> DictConfig:
 
 
 def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
-    """Write the run's record, config.yaml, unless it is there, and add this start (its step,
-    the code's commit, the libraries' versions) to provenance.yaml: only for a run that
-    starts (`artifacts.provenance`)."""
-    run = RunDirectory(run_dir)
-    if not run.config_file.exists():
+    """Write the run's record, config.yaml, unless it is there: only for a run that starts."""
+    path = RunDirectory(run_dir).config_file
+    if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(run.config_file, OmegaConf.to_yaml(_record(cfg)).encode())
-    step = CheckpointStore(run.checkpoints).latest_step() or 0
-    starts = read_starts(run.provenance_file)
-    write_atomically(run.provenance_file, with_start(starts, this_start(step)).encode())
+        write_atomically(path, OmegaConf.to_yaml(_record(cfg)).encode())
+
+
+def record_start(run_dir: Path, step: int) -> None:
+    """Add this start of the run, at agent step `step` (its first, 0, or the checkpoint it
+    resumed from), to its provenance.yaml: the code's commit, the libraries' versions
+    (`artifacts.provenance`). Only once the run has started: a refused resume leaves the
+    file as it was."""
+    path = RunDirectory(run_dir).provenance_file
+    write_atomically(path, with_start(read_starts(path), this_start(step)).encode())
 
 
 def remove_created_directories(run_dir: Path) -> None:

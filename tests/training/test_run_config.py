@@ -122,16 +122,12 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
     assert upgrade_checkpoint_state(state, identity)["identity"] == identity
 
 
-def test_each_start_of_a_run_is_recorded_beside_its_config_written_once(tmp_path):
+def test_each_start_of_a_run_is_recorded_beside_its_config(tmp_path):
     run_dir = tmp_path / "run"
     run_config.record_run_config(run_dir, OmegaConf.create({"seed": 0, "resume": None}))
-    config = (run_dir / "config.yaml").read_bytes()
-    assert config == b"seed: 0\n"
-    # Resumed from its checkpoint at step 100: a second start, at that step.
-    (run_dir / "checkpoints").mkdir()
-    (run_dir / "checkpoints" / "state-000000000100-frames0.pt").write_bytes(b"")
-    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 1, "resume": str(run_dir)}))
-    assert (run_dir / "config.yaml").read_bytes() == config
+    run_config.record_start(run_dir, 0)
+    assert (run_dir / "config.yaml").read_bytes() == b"seed: 0\n"
+    run_config.record_start(run_dir, 100)  # resumed from its checkpoint at step 100
     starts = read_starts(run_dir / "provenance.yaml")
     assert [start["step"] for start in starts] == [0, 100]
     commit, dirty = code_state()
