@@ -36,6 +36,7 @@ from training.progress import check_event_files
 from training.run_config import (
     check_run,
     record_run_config,
+    record_start,
     remove_created_directories,
     run_config,
 )
@@ -209,6 +210,7 @@ def main(cfg: DictConfig) -> None:
             training.start(checkpoint)
         except CheckpointError as error:  # its frames fail their checks as they are read back
             _fail(error, 2)  # bad input, as a damaged state file is; nothing was written yet
+        record_start(run_dir, training.step)  # what made the run, from this step on
         stopped_by = training.run()
     except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)

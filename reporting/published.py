@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from artifacts.provenance import code_of
 from envs.games import resolve_game
 from evaluation.scores import normalized_score, reference_scores
 from reporting.dopamine import (
@@ -31,7 +32,7 @@ from reporting.dopamine import (
     dopamine_at,
     iteration_means,
 )
-from reporting.markdown import format_percent, format_score, markdown_row
+from reporting.markdown import code_section, format_percent, format_score, markdown_row
 from reporting.plots import DOPAMINE_COLOURS, label, variant_colours
 from reporting.results import (
     ATARI_FAMILY,
@@ -143,7 +144,7 @@ def variant_row(variant: Variant) -> str:
             "–" if at is None else count_name(at),
             *(references[a].cell(-1) if a in references else "–" for a in DOPAMINE_AGENTS),
         ]
-    return markdown_row(cells)
+    return markdown_row([*cells, code_of(run.info.provenance for run in variant.runs)])
 
 
 def last_training_iteration(variant: Variant) -> int | None:
@@ -192,11 +193,12 @@ def markdown(
         "point at or before *frames* (*Dopamine at*), median [min, max] over 5 runs. They are "
         "average **training** returns per 1M-frame iteration with sticky actions (p = 0.25) and "
         "no no-op starts: a reference for the order of magnitude a correct agent reaches, not a "
-        "target (reporting/data/README.md). Dopamine published 10 games; – for the others.",
+        "target (reporting/data/README.md). Dopamine published 10 games; – for the others. "
+        "*code*: the commits that ran the variant's runs (see Code below).",
         "",
         "| game | variant | runs (seeds) | budget per run | frames | score | random | human | "
-        "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow | code |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *map(variant_row, variants),
         "",
         "## Training returns",
@@ -217,6 +219,8 @@ def markdown(
         "## Figures",
         "",
         *[f"![{name}]({name})" for name in figures],
+        "",
+        *code_section(run.info.provenance for variant in variants for run in variant.runs),
     ]
     if notes:
         lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]

@@ -90,7 +90,7 @@ def test_export_writes_small_files_with_the_logged_numbers(multirun, tmp_path):
             "pong/proportional/seed0_2M",
             "pong/proportional/seed1_1500k",
         )
-        for name in ("config.yaml", "evaluations.csv", "training_returns.csv")
+        for name in ("config.yaml", "evaluations.csv", "provenance.yaml", "training_returns.csv")
     ]
     run = results / "pong/proportional/seed0_2M"
     assert (run / "config.yaml").read_bytes() == (multirun / "pong_prop_0/config.yaml").read_bytes()
@@ -132,8 +132,9 @@ def test_report_beside_dopamine_at_the_last_shared_frame_count(multirun, tmp_pat
     # Alien: (300 − 227.8) / (7127.7 − 227.8) = 1.0 %; Dopamine has no Alien curve.
     assert (
         "| Alien | uniform | 1 (3) | 4k frames (1k steps) | 2k | 300.0 [300.0, 300.0] | "
-        "227.8 | 7127.7 | 1.0 % | – | – | – |"
+        "227.8 | 7127.7 | 1.0 % | – | – | – | unknown |"  # made before runs recorded their code
     ) in text
+    assert "| unknown | unknown | 3 |" in text.split("## Code")[1]
     for game in ("alien", "pong"):
         assert (tmp_path / "report" / f"published_{game}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"![published_{game}.png](published_{game}.png)" in text

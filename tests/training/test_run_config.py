@@ -10,6 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from artifacts.provenance import code_state, read_starts
+from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_checkpoint_state
 from training import run_config
 from training.run_config import load_stored_config, remove_created_directories
@@ -121,6 +123,19 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
     recorded = {"env.kind": None, "replay.eviction": None, "replay.kind": "uniform"}
     state = {"identity": recorded, "torch_threads": 1, "pending_test_steps": [], "replay": {}}
     assert upgrade_checkpoint_state(state, identity)["identity"] == identity
+
+
+def test_each_start_of_a_run_is_recorded_beside_its_config(tmp_path):
+    run_dir = tmp_path / "run"
+    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 0, "resume": None}))
+    run_config.record_start(run_dir, 0)
+    assert (run_dir / "config.yaml").read_bytes() == b"seed: 0\n"
+    run_config.record_start(run_dir, 100)  # resumed from its checkpoint at step 100
+    starts = read_starts(run_dir / "provenance.yaml")
+    assert [start["step"] for start in starts] == [0, 100]
+    commit, dirty = code_state()
+    assert all((start["commit"], start["dirty"]) == (commit, dirty) for start in starts)
+    assert RunDirectory(run_dir).provenance.complete
 
 
 # A refused run in a new process, after Hydra's `mkdir -p` of its run directory (argv[1]); and
