@@ -102,8 +102,15 @@ def last_shared_frames(runs: Sequence[ExportedRun]) -> int | None:
     return int(shared[-1]) if shared.size else None
 
 
+def by_budget(runs: Sequence[ExportedRun]) -> list[tuple[ExportedRun, ...]]:
+    """The runs split by their length: runs of another budget are another experiment (β is
+    annealed over the run's own length), never pooled."""
+    budgets = sorted({run.info.total_frames for run in runs})
+    return [tuple(run for run in runs if run.info.total_frames == b) for b in budgets]
+
+
 def group_variants(runs: Sequence[ExportedRun]) -> list[Variant]:
-    """By game, then replay kind in the paper's order, then variant name."""
+    """By game, then replay kind in the paper's order, then variant name, then budget."""
     variants = [
         Variant(
             game,
@@ -114,9 +121,13 @@ def group_variants(runs: Sequence[ExportedRun]) -> list[Variant]:
             last_shared_frames(members),
             training_band(members),
         )
-        for (game, name), members in by_variant(runs).items()
+        for (game, name), runs_of_variant in by_variant(runs).items()
+        for members in by_budget(runs_of_variant)
     ]
-    return sorted(variants, key=lambda v: (v.game, kind_key(v.kind), v.name))
+    return sorted(
+        variants,
+        key=lambda v: (v.game, kind_key(v.kind), v.name, v.runs[0].info.total_frames),
+    )
 
 
 def _budgets(variant: Variant) -> str:
@@ -157,7 +168,10 @@ def last_training_iteration(variant: Variant) -> int | None:
 
 def training_row(variant: Variant) -> str:
     """One markdown row of the training-return table (columns in `markdown`)."""
-    trained = ", ".join(f"{trained_frames(run) / 1e6:.2f}M" for run in variant.runs)
+    trained = ", ".join(
+        f"{trained_frames(run) / 1e6:.2f}M of {count_name(run.info.total_frames)}"
+        for run in variant.runs
+    )
     cells = [resolve_game(variant.game).name, variant.name, str(len(variant.runs)), trained]
     at = last_training_iteration(variant)
     if at is None:
@@ -244,11 +258,13 @@ def plot_game(
     curves dashed, against frames."""
     figure = Figure(figsize=(7, 4.5), dpi=100)
     axes = figure.subplots()
-    colours = variant_colours([(variant.name, variant.kind) for variant in variants])
-    for variant, band in zip(variants, bands, strict=True):
+    # A variant at two budgets is two experiments: each its own colour and legend.
+    names = [f"{label(v.name)}, {count_name(v.runs[0].info.total_frames)}" for v in variants]
+    colours = variant_colours([(name, v.kind) for name, v in zip(names, variants, strict=True)])
+    for name, variant, band in zip(names, variants, bands, strict=True):
         if band is not None:
-            legend = f"{label(variant.name)} ({len(variant.runs)} runs)"
-            _draw_band(axes, band, colours[variant.name], legend, marker=".")
+            legend = f"{name} frames ({len(variant.runs)} runs)"
+            _draw_band(axes, band, colours[name], legend, marker=".")
     for agent, band in dopamine.items():
         # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
         _draw_band(

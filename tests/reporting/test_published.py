@@ -120,14 +120,18 @@ def test_report_beside_dopamine_at_the_last_shared_frame_count(multirun, tmp_pat
     main(["export", str(multirun), "--out", str(results)])
     report = main(["published", str(results), "--out", str(tmp_path / "report")])
     text = report.read_text()
-    # Pong proportional: both runs were tested at 1.5M frames, the last they share; median
-    # (−17 − 16) / 2 = −16.5, normalized (−16.5 + 20.7) / 35.3 = 11.9 %. Dopamine's last point
-    # at or before 1.5M is its 1M one: DQN −20.33 [−20.56, −20.18], Rainbow −20.42
-    # [−20.48, −20.35].
+    # Pong proportional: runs of two budgets are two rows, never pooled. The 1.5M-frame run's
+    # last test: −16, normalized (−16 + 20.7) / 35.3 = 13.3 %; Dopamine's last point at or
+    # before 1.5M is its 1M one: DQN −20.33 [−20.56, −20.18], Rainbow −20.42 [−20.48, −20.35].
+    # The 2M-frame run's: −15 at 2M, (−15 + 20.7) / 35.3 = 16.1 %.
     assert (
-        "| Pong | proportional | 2 (0, 1) | 1500k frames (375k steps); 2M frames (500k steps) "
-        "| 1500k | -16.5 [-17.0, -16.0] | -20.7 | 14.6 | 11.9 % | 1M | "
+        "| Pong | proportional | 1 (1) | 1500k frames (375k steps) "
+        "| 1500k | -16.0 [-16.0, -16.0] | -20.7 | 14.6 | 13.3 % | 1M | "
         "-20.3 [-20.6, -20.2] | -20.4 [-20.5, -20.4] |"
+    ) in text
+    assert (
+        "| Pong | proportional | 1 (0) | 2M frames (500k steps) "
+        "| 2M | -15.0 [-15.0, -15.0] | -20.7 | 14.6 | 16.1 % | 2M | "
     ) in text
     # Alien: (300 − 227.8) / (7127.7 − 227.8) = 1.0 %; Dopamine has no Alien curve.
     assert (
@@ -246,7 +250,7 @@ def test_report_gives_training_returns_per_iteration_beside_dopamine(tmp_path):
     # Trained 3M frames (its last test); iterations 1M: 3, 2M: 2, 3M: 5. Dopamine at 3M:
     # DQN 3.98 [3.33, 4.51], Rainbow 11.31 [11.07, 12.9].
     assert (
-        "| Breakout | uniform | 1 | 3.00M | 3M | 5.0 [5.0, 5.0] | 4.0 [3.3, 4.5] "
+        "| Breakout | uniform | 1 | 3.00M of 4M | 3M | 5.0 [5.0, 5.0] | 4.0 [3.3, 4.5] "
         "| 11.3 [11.1, 12.9] |"
     ) in report.read_text()
     assert (tmp_path / "report" / "training_breakout.png").read_bytes()[:4] == b"\x89PNG"
