@@ -116,6 +116,7 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
         "torch_threads": 3,  # `threads: auto` ran as OMP_NUM_THREADS
         "pending_test_steps": [40],
         "learning": None,
+        "next_action": None,  # every action was chosen at its own step
         "replay": {"storage": {}, "added_before_sample": None},
         "config": None,  # not recorded: it cannot be checked
         "changes": [],  # none recorded
