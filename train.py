@@ -28,12 +28,15 @@ from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import build_sampler, build_storage, sampler_class
 from training.checkpoints import CheckpointError, CheckpointStore
+from training.config_defaults import register_defaults
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
+from training.progress import check_event_files
 from training.run_config import (
     check_run,
     record_run_config,
+    record_start,
     remove_created_directories,
     run_config,
 )
@@ -44,6 +47,7 @@ from training.run_guard import (
     lock_run_directory,
     torch_threads,
 )
+from training.run_record import RunRecord, config_record, resumed_record
 from training.run_state import resumable, threads_run_with
 
 
@@ -120,10 +124,12 @@ def run_directory(resumed: str | None, default: str, _root_: DictConfig) -> str:
 OmegaConf.register_new_resolver("or_else", run_directory)
 
 
-def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore, dict | None]:
+def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
     """Lock the run directory, settle and check the config, read the checkpoint to resume
-    from; bad input ends here with one line and status 2, before anything is allocated.
-    Returns None for a finished run (said on stderr; nothing changes)."""
+    from and check the config against it; bad input ends here with one line and status 2,
+    before anything is allocated. Returns (the config, the checkpoints, the checkpoint to
+    resume from or None, the run's record), or None for a finished run (said on stderr;
+    nothing changes)."""
     try:
         lock_run_directory(run_dir)
     except RunDirectoryError as error:
@@ -133,15 +139,20 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple[DictConfig, CheckpointStore
         done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
         checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
+        record, notes = RunRecord(run_dir, config_record(cfg)), []
         if checkpoint is not None:
             checkpoint = resumable(checkpoint, plain_config(cfg))
+            record, notes = resumed_record(run_dir, cfg, checkpoint)
+            notes += check_event_files(run_dir, checkpoint["state"]["progress"])
     except (ValueError, CheckpointError) as error:
         remove_created_directories(run_dir)
         _fail(error, 2)
     if done:  # its checkpoint is sound, and resuming would only rewrite its results
         print(f"run {run_dir} is finished: nothing to do", file=sys.stderr)
         return None
-    return cfg, checkpoints, checkpoint
+    for note in notes:
+        print(note, file=sys.stderr)
+    return cfg, checkpoints, checkpoint, record
 
 
 def resume_command(run_dir: Path, hydra: DictConfig) -> str:
@@ -167,13 +178,18 @@ def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: Checkpoi
     sys.exit(130 if stopped_by == signal.SIGINT else 0)
 
 
+# configs/ builds on the schemas' defaults: stored here, by the application itself, before
+# Hydra composes (a sweep's jobs get them with Hydra's state, on a cluster node too).
+register_defaults()
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     prepared = prepare(cfg, run_dir)
     if prepared is None:  # returning, not exiting: a sweep goes on with its next job
         return
-    cfg, checkpoints, checkpoint = prepared
+    cfg, checkpoints, checkpoint, record = prepared
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
     torch.set_num_threads(torch_threads(cfg.threads, threads_run_with(checkpoint)))
@@ -187,12 +203,14 @@ def main(cfg: DictConfig) -> None:
         remove_created_directories(run_dir)
         raise
     record_run_config(run_dir, cfg)  # the run starts: now it has a record
-    training = Training(parts, cfg, run_dir, checkpoints, stop)
+    record.write()  # the changes its checkpoint holds, and those made now
+    training = Training(parts, cfg, run_dir, checkpoints, stop, record)
     try:
         try:
             training.start(checkpoint)
         except CheckpointError as error:  # its frames fail their checks as they are read back
             _fail(error, 2)  # bad input, as a damaged state file is; nothing was written yet
+        record_start(run_dir, training.step)  # what made the run, from this step on
         stopped_by = training.run()
     except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)

@@ -24,8 +24,9 @@ class CompiledUpdate:
 
     Compiling happens at the first call, before anything runs: if it fails (no C++ compiler,
     an operation the compiler does not support), this prints one line (the cause, then
-    "continuing without torch.compile") and calls `update_step` from then on, which starts
-    from the same parameters and statistics. The learner is held weakly, so a learner holding
+    "continuing without torch.compile"), keeps the cause in `failure` (a training run records
+    it: `training.run_record`) and calls `update_step` from then on, which starts from the
+    same parameters and statistics. The learner is held weakly, so a learner holding
     its CompiledUpdate forms no reference cycle. `options` (Inductor's, as torch.compile's)
     replace COMPILE_OPTIONS' where given: for benchmarks/update_step.py."""
 
@@ -37,6 +38,7 @@ class CompiledUpdate:
             options=COMPILE_OPTIONS | (options or {}),
         )
         self.enabled = True
+        self.failure: str | None = None  # why compiling failed, once it has
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         learner = self._learner()
@@ -47,8 +49,9 @@ class CompiledUpdate:
                 return self._compiled(learner, params, grad_avgs, square_avgs, *inputs)
             except Exception as error:  # noqa: BLE001 - any failure of the compiler
                 self.enabled = False
+                self.failure = error_line(error)
                 tqdm.write(  # above a training run's progress bar, not on its line
-                    f"warning: torch.compile of the update failed ({error_line(error)}); "
+                    f"warning: torch.compile of the update failed ({self.failure}); "
                     "continuing without torch.compile",
                     file=sys.stderr,
                 )

@@ -90,7 +90,8 @@ class DoubleDQN:
                 "agent.torch_compile=true is not allowed with replay.priority_signal="
                 "parameter_change: its per-sample gradients are computed eagerly"
             )
-        step = CompiledUpdate(self) if agent.torch_compile else self.update_step
+        self._compiled = CompiledUpdate(self) if agent.torch_compile else None
+        step = self._compiled or self.update_step
         update = self.captured_update(cuda and agent.cuda_graphs, step=step)
         self.updates = (
             CudaUpdates(update, self.device, self.online, agent.pipelined)
@@ -109,6 +110,11 @@ class DoubleDQN:
     @property
     def pipelined(self) -> bool:
         return self.updates.pipelined
+
+    @property
+    def compile_failure(self) -> str | None:
+        """Why `torch.compile` of the update failed (its updates are eager since), or None."""
+        return None if self._compiled is None else self._compiled.failure
 
     def online_policy(self) -> EpsilonGreedy:
         """The policy of the online network as all updates started so far left it (this waits

@@ -19,15 +19,20 @@ Timings are medians; compare ratios from one run.
 """
 
 import argparse
+import sys
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-import replay.buffer as buffer_module
-from agents.double_dqn import DoubleDQN
-from replay.buffer import ReplayBuffer, memory_bytes
-from replay.registry import SAMPLERS, STORAGES, build_storage
+# The project runs from its checkout (README, "Running from the checkout").
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import replay.buffer as buffer_module  # noqa: E402
+from agents.double_dqn import DoubleDQN  # noqa: E402
+from replay.buffer import ReplayBuffer, memory_bytes  # noqa: E402
+from replay.registry import SAMPLERS, STORAGES, build_storage  # noqa: E402
 
 EPISODE_STEPS = 1000
 HISTORY_LENGTH = 4

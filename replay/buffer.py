@@ -49,8 +49,7 @@ class Learned(Protocol):
 # Bytes per slot beyond its frames, an upper bound over the samplers and storages: the
 # storage's action, reward and flags (and the eviction tree of the transition storage), the
 # sampler's tree or heap arrays, and the replay statistics (benchmarks/replay_memory.py
-# measures 7,064-7,157 B in all for 84x84 frames in the frame ring, 35,294-35,331 B for the
-# transition storage's 5 frames of 7,056 B).
+# measures the whole: docs/benchmarks.md, docs/replay.md).
 SLOT_OVERHEAD_BYTES = 160
 
 

@@ -4,14 +4,15 @@
 
 Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<total frames>/ (e.g.
 results/pong/proportional/seed0_10M/), a run of another family below OUT/<family>/ (e.g.
-results/minatar/breakout/dqn-uniform/seed0_1M/), as three small files: its `config.yaml`
-(copied), its periodic tests `evaluations.csv` and its training episodes
+results/minatar/breakout/dqn-uniform/seed0_1M/), as four small files: its `config.yaml` and
+`provenance.yaml` (copied; for a run from before runs recorded their provenance, one that
+says it is unknown), its periodic tests `evaluations.csv` and its training episodes
 `training_returns.csv`. No checkpoint, snapshot or event file is copied. The variant is the
 replay kind for a run with the paper's agent and replay settings, and names any other
 setting that differs (`artifacts.run_directory.variant_name`).
 
 This is the one reader of run directories' TensorBoard events (`read_run`): every report reads
-exported runs (`reporting.results`).
+exported runs (`reporting.results`). An exported run given again is read from its own files.
 """
 
 import csv
@@ -29,6 +30,8 @@ from tensorboard.backend.event_processing.event_accumulator import (
 )
 
 from artifacts.command_line import unwritable_reason
+from artifacts.event_files import EVENT_FILES, first_damage
+from artifacts.provenance import NOT_RECORDED, PROVENANCE
 from artifacts.run_directory import CONFIG, RunDirectory, find_runs
 from evaluation.scores import normalized_score
 from reporting.results import (
@@ -57,16 +60,39 @@ class Export:
     info: RunDirectory
     evaluations: list[tuple[str, ...]]
     returns: list[tuple[str, ...]]
+    notes: tuple[str, ...] = ()  # what could not be read: a last event cut short
 
 
-def read_events(tensorboard_dir: Path) -> EventAccumulator | None:
-    """Every event of the run's event files (no reservoir sampling); None without a
-    directory (a run that never logged)."""
+def checked_event_files(tensorboard_dir: Path) -> list[str]:
+    """Checks every record of the event files TensorBoard reads in `tensorboard_dir` (its
+    reader stops at a damaged one without a word, dropping every later event): an
+    ExportError names the first record that fails its checksum; a file that ends inside its
+    last record (a run stopped while writing it, or one still running) gives a note."""
+    notes = []
+    for path in sorted(tensorboard_dir.glob(EVENT_FILES)):
+        damage = first_damage(path)
+        if damage is None:
+            continue
+        if not damage.cut_short:
+            raise ExportError(
+                f"{damage}: the events from there on would be missing from the export; restore "
+                f"the file, or cut it there (truncate -s {damage.offset} {path}) to export the "
+                "events before it"
+            )
+        notes.append(f"{damage}: the event there is not exported (a run stopped while writing it?)")
+    return notes
+
+
+def read_events(tensorboard_dir: Path) -> tuple[EventAccumulator | None, list[str]]:
+    """Every event of the run's event files (no reservoir sampling), once their records are
+    checked (`checked_event_files`), and the notes of that check; None without a directory
+    (a run that never logged)."""
     if not tensorboard_dir.is_dir():
-        return None
+        return None, []
+    notes = checked_event_files(tensorboard_dir)
     accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0, TENSORS: 0})
     accumulator.Reload()
-    return accumulator
+    return accumulator, notes
 
 
 def _latest_per_step(events, value) -> dict[int, object]:
@@ -134,12 +160,24 @@ def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
     ]
 
 
+def csv_rows(path: Path) -> list[tuple[str, ...]]:
+    """The rows of an exported CSV file below its header; none without the file."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as file:
+        return [tuple(row) for row in list(csv.reader(file))[1:]]
+
+
 def read_run(info: RunDirectory) -> Export:
-    """The run's rows from its TensorBoard events (none for a run that logged nothing)."""
-    events = read_events(info.tensorboard)
+    """The run's rows from its TensorBoard events (none for a run that logged nothing); an
+    exported run's, without events and with its CSV files, as they are written there."""
+    if not info.tensorboard.is_dir() and (info.path / TRAINING_RETURNS).is_file():
+        rows = (csv_rows(info.path / name) for name in (EVALUATIONS, TRAINING_RETURNS))
+        return Export(info, *rows)
+    events, notes = read_events(info.tensorboard)
     scalars = scalars_of(events)
     evaluations = evaluation_rows(info, scalars, texts_of(events))
-    return Export(info, evaluations, return_rows(info, scalars))
+    return Export(info, evaluations, return_rows(info, scalars), tuple(notes))
 
 
 def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
@@ -159,6 +197,7 @@ def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
         infos.update((info.path.resolve(), info) for info in found)
     exports, notes = [], []
     for export in map(read_run, infos.values()):
+        notes += [f"{export.info.path}: {note}" for note in export.notes]
         if export.evaluations or export.returns:
             exports.append(export)
         else:
@@ -201,12 +240,36 @@ def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
 
 
 def write(export: Export, directory: Path) -> Path:
-    """The run's three files into `directory` (made if needed); returns it."""
+    """The run's four files into `directory` (made if needed); returns it. A run without a
+    provenance.yaml gets one that records no start: its code is unknown."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(export.info.config_file, directory / CONFIG)
+    if export.info.provenance_file.is_file():
+        shutil.copyfile(export.info.provenance_file, directory / PROVENANCE)
+    else:
+        (directory / PROVENANCE).write_text(NOT_RECORDED + "starts: []\n")
     _write_csv(directory / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
     _write_csv(directory / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
     return directory
+
+
+def export_scratch(directories: Sequence[Path], scratch: Path) -> dict[Path, Path]:
+    """Every run at or below `directories` (run directories or exports) written into `scratch`
+    for a report, at its path relative to its directory below that directory's number: not
+    export's own layout, where runs that differ in a setting the variant does not name (a
+    sweep over α) would share a destination. Returns each copy's directory -> the run's own;
+    raises ExportError for a directory without a run."""
+    sources = {}
+    for number, directory in enumerate(directories):
+        infos = find_runs(directory)
+        if not infos:
+            raise ExportError(
+                f"{directory} holds no run: no config.yaml with a replay.kind below it"
+            )
+        for info in infos:
+            target = scratch / str(number) / info.path.relative_to(directory)
+            sources[write(read_run(info), target)] = info.path
+    return sources
 
 
 def export_runs(paths: Sequence[Path], out: Path) -> tuple[list[Path], list[str]]:

@@ -12,9 +12,22 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
+# A value longer than this is shown by its start and its length: one pasted by mistake can be
+# megabytes, and a message stays one readable line.
+SHOWN_CHARACTERS = 1000
+SHOWN_START = 80
+
+
+def shown(value: Any) -> str:
+    """`value` as a message shows it: whole, unless longer than SHOWN_CHARACTERS."""
+    text = str(value)
+    if len(text) <= SHOWN_CHARACTERS:
+        return text
+    return f"{text[:SHOWN_START]}... ({len(text)} characters)"
+
 
 def refusal(key: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"{key}={value} is not allowed: must be {allowed}")
+    return ValueError(f"{shown(key)}={shown(value)} is not allowed: must be {allowed}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from training.checkpoints import CheckpointStore
 from training.periodic_test import PeriodicTest
 from training.plain_config import plain_config
 from training.progress import Progress
+from training.run_record import RunRecord, config_record
 from training.run_state import capture_run_state, restore_run_state
 
 
@@ -72,9 +73,13 @@ class Training:
         run_dir: Path,
         checkpoints: CheckpointStore,
         stop: StopRequest,
+        record: RunRecord | None = None,
     ):
         # Plain attributes: a DictConfig lookup costs ~10 µs, a dozen of them per step.
         self.cfg = plain_config(cfg)
+        # What the run runs with and what changed since its start (a fresh run's by default).
+        self.record = record or RunRecord(run_dir, config_record(cfg))
+        self.compiling = self.cfg.agent.torch_compile  # until compiling fails
         self.parts, self.run_dir = parts, run_dir
         self.checkpoints, self.stop = checkpoints, stop
         self.step = 0
@@ -200,6 +205,10 @@ class Training:
         self.learning = (self.step, batch, self.parts.agent.start_learning(batch))
         if self.step < self.cfg.train.total_steps:
             self._act_ahead()
+        if self.compiling and self.parts.agent.compile_failure is not None:
+            self.compiling = False  # the update this step ran eagerly, as every later one will
+            failure = f"torch.compile failed ({self.parts.agent.compile_failure})"
+            self.record.fall_back(self.step, "agent.torch_compile", failure)
         if not self.parts.agent.pipelined:
             self._settle_learning()
 

@@ -12,11 +12,11 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
+from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.run_directory import RunDirectory
 from training.figures import replay_rate_figure, sorted_td_errors_figure
 from training.plain_config import select
 
-EVENT_FILES = "events.out.tfevents.*"
 HPARAMS = "hparams"  # the folder below tensorboard/ with the hyperparameters and results
 HYPERPARAMETERS = (
     "env.game",
@@ -47,6 +47,32 @@ def write_scalars(writer: SummaryWriter, scalars: dict[str, float], step: int) -
     CRC-32C in pure Python, holding the interpreter lock the training loop needs."""
     values = [Summary.Value(tag=tag, simple_value=float(value)) for tag, value in scalars.items()]
     writer._get_file_writer().add_summary(Summary(value=values), step)
+
+
+def check_event_files(run_dir: Path, progress_state: dict) -> list[str]:
+    """The run's event files as far as its checkpoint (`Progress.state_dict`'s
+    `progress_state`) recorded them must be readable to the end, or the resumed run's curves
+    would silently lose every event after a damaged record (TensorBoard's reader stops
+    there): a record that fails its checksum is a one-line ValueError; a file shorter than
+    recorded (its end lost, as in a crash before it reached the disk) gives a warning naming
+    what is lost, returned."""
+    directory, warnings = RunDirectory(run_dir).tensorboard, []
+    for name, recorded in sorted(progress_state["event_files"].items()):
+        path = directory / name
+        size = path.stat().st_size if path.is_file() else 0
+        damage = first_damage(path, int(recorded)) if size else None
+        if damage is not None and not damage.cut_short:
+            raise ValueError(
+                f"{damage}: the events from there on would drop out of the run's curves; "
+                f"restore the file, or cut it there (truncate -s {damage.offset} {path}) to "
+                "resume without them"
+            )
+        if size < int(recorded):
+            warnings.append(
+                f"warning: event file {path} holds {size} of the {recorded} bytes its checkpoint "
+                f"recorded: the events past byte {damage.offset if damage else size} are lost"
+            )
+    return warnings
 
 
 class Progress:

@@ -1,6 +1,7 @@
 """The config a run runs with, and its record in the run directory (Hydra's side of train.py).
 
-A resumed run keeps its stored config, except the settings in `CHANGEABLE_ON_RESUME`; a new
+A resumed run keeps its stored config, except the settings in `CHANGEABLE_ON_RESUME`
+(`training.run_record`, which also checks config.yaml against the checkpoint); a new
 run in an existing directory must have the same one, with the same exception; config.yaml is
 written only once the run is built, so a command that fails leaves no record of a run that
 never started, and it keeps the values the run started with.
@@ -16,11 +17,14 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
+from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_config
 from envs.registry import environment_kind
+from schema import shown
 from training.checkpoints import CheckpointStore
 from training.run_guard import RunDirectoryError
+from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
 from training.validation import check_disk, check_replay_group, validate_config
 
 # Hydra creates the run directory before `main` runs; see `remove_created_directories`. Read
@@ -30,20 +34,9 @@ _CLOCK_REALTIME_COARSE = 5
 _STARTED_NS = time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
 
 
-# Settings a resumed run may change, as they change no result beyond float rounding: a requeued
-# job that lands on a GPU where CUDA graphs fail can go on without them.
-CHANGEABLE_ON_RESUME = ("agent.cuda_graphs",)
-
-
 def load_stored_config(path: Path) -> DictConfig:
     """A run's config.yaml as this version writes it (`artifacts.upgrade`)."""
     return OmegaConf.create(upgrade_config(OmegaConf.to_container(OmegaConf.load(path))))
-
-
-def _record(cfg: DictConfig) -> dict:
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved.pop("resume", None)
-    return resolved
 
 
 def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:
@@ -54,27 +47,19 @@ def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:
         return
     existing = OmegaConf.to_container(load_stored_config(path))
     existing.pop("resume", None)
-    differences = _differences(existing, _record(cfg))
+    found = differences(existing, config_record(cfg))
     for key in CHANGEABLE_ON_RESUME:
-        differences.pop(key, None)
-    if differences:
-        key, (there, here) = next(iter(differences.items()))
+        found.pop(key, None)
+    if found:
+        key, (there, here) = next(iter(found.items()))
         raise RunDirectoryError(
-            f"run directory {run_dir} holds a different run: {key} is {there} there, {here} here"
+            f"run directory {run_dir} holds a different run: {key} is {shown(there)} there, "
+            f"{shown(here)} here"
         )
 
 
 def _plain(value):
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def _differences(a, b, prefix: str = "") -> dict:
-    if isinstance(a, dict) and isinstance(b, dict):
-        found = {}
-        for key in sorted(set(a) | set(b)):
-            found.update(_differences(a.get(key), b.get(key), f"{prefix}{key}."))
-        return found
-    return {} if a == b else {prefix.rstrip("."): (a, b)}
 
 
 def run_config(cfg: DictConfig) -> DictConfig:
@@ -102,7 +87,8 @@ def run_config(cfg: DictConfig) -> DictConfig:
         there, here = (_plain(OmegaConf.select(c, key)) for c in (stored, cfg))
         if there != here:
             raise RunDirectoryError(
-                f"resume={cfg.resume}: the run has {key}={there}; a resumed run keeps its config"
+                f"resume={cfg.resume}: the run has {key}={shown(there)}; a resumed run keeps its "
+                "config"
             )
     stored.resume = cfg.resume
     return stored
@@ -113,7 +99,16 @@ def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
     path = RunDirectory(run_dir).config_file
     if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, OmegaConf.to_yaml(_record(cfg)).encode())
+        write_atomically(path, OmegaConf.to_yaml(config_record(cfg)).encode())
+
+
+def record_start(run_dir: Path, step: int) -> None:
+    """Add this start of the run, at agent step `step` (its first, 0, or the checkpoint it
+    resumed from), to its provenance.yaml: the code's commit, the libraries' versions
+    (`artifacts.provenance`). Only once the run has started: a refused resume leaves the
+    file as it was."""
+    path = RunDirectory(run_dir).provenance_file
+    write_atomically(path, with_start(read_starts(path), this_start(step)).encode())
 
 
 def remove_created_directories(run_dir: Path) -> None:

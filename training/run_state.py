@@ -63,6 +63,7 @@ def capture_run_state(training) -> dict:
         # has drawn it already, so the resumed run must take it, not choose again.
         "next_action": training.next_action,
         "progress": training.progress.state_dict(),
+        **training.record.state_dict(),  # the config it runs with, the changes since its start
         **training.periodic_test.state_dict(),  # its best score and pending tests
     }
 

@@ -8,7 +8,7 @@
     python -m evaluation.human_starts verify pong_starts.npz
     python -m evaluation.human_starts show pong_starts.npz png=pong_starts.png
 
-``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``play`` logs an
+``record`` needs pygame (``pip install '.[play]'``) and a display; ``play`` logs an
 agent's ε-greedy games with its run's env settings instead. ``show`` writes its PNG with
 matplotlib. Formats: ``start_state_file`` (start-state files), ``trajectories`` (trajectory
 files). ``sample`` (and so ``record``) writes a file only once every start point has passed
@@ -31,7 +31,11 @@ from envs.games import resolve_game
 from envs.registry import environment_kind
 from envs.settings import AtariSettings
 from evaluation.arguments import parse_arguments
-from evaluation.human_starts.recording import play_trajectories, record_trajectories
+from evaluation.human_starts.recording import (
+    display_problem,
+    play_trajectories,
+    record_trajectories,
+)
 from evaluation.human_starts.sampling import sample_start_states
 from evaluation.human_starts.start_state_file import (
     StartStates,
@@ -119,6 +123,9 @@ def record_command(options: dict) -> StartStates:
         raise ValueError("record needs game=NAME, trajectories=FILE.json and out=FILE.npz")
     for key in ("trajectories", "out"):
         check_output(key, Path(options[key]))
+    problem = display_problem()
+    if problem is not None:
+        raise ValueError(f"record needs a display a human plays on: {problem}")
     log = record_trajectories(
         options["game"],
         seed=options["play_seed"],

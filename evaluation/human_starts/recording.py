@@ -13,6 +13,9 @@ exactly and start points can be sampled from it.
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 from typing import Protocol
 
 import numpy as np
@@ -44,11 +47,13 @@ class KeyboardRecorder:
         self.seed, self.max_frames, self.source = seed, max_frames, source
         self.trajectories: list[Trajectory] = []
         self.frames = 0
+        self.pressed = False  # whether any frame had an action other than NOOP (index 0)
         self._actions: list[int] = []
         self._score = 0.0
 
     def __call__(self, obs_before, obs_after, action, reward, terminated, truncated, info):
         self._actions.append(self._legal_actions[int(action)])
+        self.pressed = self.pressed or int(action) != 0
         self._score += float(reward)
         self.frames += 1
         if terminated or truncated:
@@ -68,6 +73,32 @@ class KeyboardRecorder:
         self._actions, self._score = [], 0.0
 
 
+# SDL's video drivers that show nothing: a session on them has no one to play it.
+HEADLESS_DRIVERS = ("dummy", "offscreen")
+
+
+def display_problem(environ=os.environ, platform: str = sys.platform) -> str | None:
+    """Why keyboard play cannot be shown to a human here, or None: on Linux it needs an X11 or
+    Wayland display, and no SDL_VIDEODRIVER that draws nowhere."""
+    driver = environ.get("SDL_VIDEODRIVER", "")
+    if driver in HEADLESS_DRIVERS:
+        return f"SDL_VIDEODRIVER={driver} shows nothing"
+    if platform.startswith("linux") and not (
+        environ.get("DISPLAY") or environ.get("WAYLAND_DISPLAY")
+    ):
+        return "no display (neither DISPLAY nor WAYLAND_DISPLAY is set)"
+    return None
+
+
+def _end_session(signum: int, stopped: list[int]) -> None:
+    """A signal handler's work: remember the signal and end the pygame session, if one is
+    running (its window's QUIT ends gymnasium's `play`)."""
+    stopped.append(signum)
+    pygame = sys.modules.get("pygame")
+    if pygame is not None and pygame.display.get_init():
+        pygame.event.post(pygame.event.Event(pygame.QUIT))
+
+
 def record_trajectories(
     game: str,
     *,
@@ -83,12 +114,15 @@ def record_trajectories(
     closing the window, or after ``max_frames`` emulator frames (None: no limit). Every game
     starts from ``reset(seed=seed)``. ``on_frame`` (optional) is called with the frame count
     after each frame. Keys: gymnasium's Atari mapping (w/a/s/d move, space fires, e is
-    no-op)."""
+    no-op). A one-line ValueError, and nothing returned, for a session in which no key was
+    pressed (no human played it) or that SIGTERM or SIGINT stopped (SDL would otherwise turn
+    the signal into an ordinary end of the session)."""
     try:
         from gymnasium.utils.play import play
     except ImportError:
         raise ValueError(
-            "keyboard recording needs pygame: pip install 'per-atari[play]' (or pip install pygame)"
+            "keyboard recording needs pygame: pip install '.[play]' in the checkout "
+            "(or pip install pygame)"
         ) from None
     env = replay_env(game)
     recorder = KeyboardRecorder(
@@ -100,13 +134,29 @@ def record_trajectories(
         if on_frame is not None:
             on_frame(recorder.frames)
 
+    stopped: list[int] = []
+    signals = (signal.SIGTERM, signal.SIGINT)
+    # Installed first: SDL then leaves these signals alone.
+    previous = {
+        s: signal.signal(s, lambda signum, _: _end_session(signum, stopped)) for s in signals
+    }
     try:
         play(env, fps=fps, zoom=zoom, callback=callback, seed=seed, noop=0)
     finally:
         env.close()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     recorder.finish()
+    if stopped:
+        name = signal.Signals(stopped[0]).name
+        raise ValueError(f"stopped by {name}: the session ({recorder.frames} frames) is not saved")
     if not recorder.trajectories:
         raise ValueError("no frame was played: nothing to record")
+    if not recorder.pressed:
+        raise ValueError(
+            f"no key was pressed in {recorder.frames} frames: nothing to record (start points "
+            "come from a human playing)"
+        )
     return TrajectoryLog(resolve_game(game).rom_id, tuple(recorder.trajectories), 1)
 
 

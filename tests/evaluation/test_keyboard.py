@@ -1,14 +1,25 @@
 """Recording human play: the play() callback, and a real pygame session on a dummy display."""
 
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import ale_py
 import numpy as np
 import pytest
 
 from evaluation.human_starts.__main__ import layout_defaults
-from evaluation.human_starts.recording import KeyboardRecorder, record_trajectories
+from evaluation.human_starts.recording import (
+    KeyboardRecorder,
+    display_problem,
+    record_trajectories,
+)
 from evaluation.human_starts.sampling import sample_start_states
 from evaluation.human_starts.trajectories import load_trajectories, save_trajectories
 
+ROOT = Path(__file__).resolve().parents[2]
 RIGHT = 3  # ale_py.Action.RIGHT
 
 
@@ -59,3 +70,85 @@ def test_a_keyboard_session_on_a_dummy_display(monkeypatch, tmp_path):
         **layout_defaults(),
     )
     assert len(starts) == 5 and starts.episode_frames.max() < 60
+
+
+def test_record_without_a_display_is_refused_in_one_line_and_writes_nothing(tmp_path):
+    """SDL would complain, then wait for keys nobody can press."""
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DISPLAY", "WAYLAND_DISPLAY", "SDL_VIDEODRIVER")
+    }
+    trajectories, out = tmp_path / "human.json", tmp_path / "starts.npz"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluation.human_starts",
+            "record",
+            "game=pong",
+            f"trajectories={trajectories}",
+            f"out={out}",
+        ],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: record needs a display a human plays on: no display (neither DISPLAY nor "
+        "WAYLAND_DISPLAY is set)\n",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_display_that_shows_nothing_is_no_display():
+    assert display_problem({"DISPLAY": ":0", "SDL_VIDEODRIVER": "dummy"}, "linux") == (
+        "SDL_VIDEODRIVER=dummy shows nothing"
+    )
+    assert display_problem({"WAYLAND_DISPLAY": "wayland-0"}, "linux") is None
+    assert display_problem({}, "darwin") is None
+
+
+def fake_play(actions, then=None):
+    """gymnasium's play, as if its frames had these actions (0: no key held); `then` runs
+    after the frames, before the session ends."""
+
+    def play(env, *, callback, **options):
+        for action in actions:
+            callback(None, None, action, 0.0, False, False, {})
+        if then is not None:
+            then()
+
+    return play
+
+
+@pytest.mark.parametrize(
+    ("actions", "then", "message"),
+    [
+        (
+            [0] * 50,
+            None,
+            "no key was pressed in 50 frames: nothing to record (start points come "
+            "from a human playing)",
+        ),
+        (
+            [0] * 5 + [3] * 5,
+            lambda: os.kill(os.getpid(), signal.SIGTERM),
+            "stopped by SIGTERM: the session (10 frames) is not saved",
+        ),
+    ],
+    ids=["no key pressed", "SIGTERM"],
+)
+def test_a_session_without_human_input_or_stopped_by_a_signal_is_not_recorded(
+    monkeypatch, actions, then, message
+):
+    gymnasium_play = pytest.importorskip("gymnasium.utils.play")  # needs pygame
+    monkeypatch.setattr(gymnasium_play, "play", fake_play(actions, then))
+    handler = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(ValueError) as refused:
+        record_trajectories("pong", seed=0, max_frames=None, fps=0, zoom=1.0)
+    assert str(refused.value) == message
+    assert signal.getsignal(signal.SIGTERM) is handler  # handed back
