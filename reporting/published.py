@@ -130,9 +130,9 @@ def group_variants(runs: Sequence[ExportedRun]) -> list[Variant]:
     )
 
 
-def _budgets(variant: Variant) -> str:
-    budgets = sorted({(run.info.total_frames, run.info.total_steps) for run in variant.runs})
-    return "; ".join(f"{count_name(f)} frames ({count_name(s)} steps)" for f, s in budgets)
+def _budget(variant: Variant) -> str:
+    info = variant.runs[0].info  # every run of a variant has its budget (`by_budget`)
+    return f"{count_name(info.total_frames)} frames ({count_name(info.total_steps)} steps)"
 
 
 def variant_row(variant: Variant) -> str:
@@ -140,7 +140,7 @@ def variant_row(variant: Variant) -> str:
     game = resolve_game(variant.game)
     seeds = ", ".join(str(run.info.seed) for run in variant.runs)
     random_human = [format_score(value) for value in reference_scores(variant.game, "noop")]
-    cells = [game.name, variant.name, f"{len(variant.runs)} ({seeds})", _budgets(variant)]
+    cells = [game.name, variant.name, f"{len(variant.runs)} ({seeds})", _budget(variant)]
     if variant.shared is None:
         cells += ["–", "–", *random_human, "–", "–", "–", "–"]
     else:
