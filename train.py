@@ -162,6 +162,20 @@ def resume_command(run_dir: Path, hydra: DictConfig) -> str:
     return f"python train.py resume={run_dir}"
 
 
+def write_failure(error: OSError, step: int, run_dir: Path, checkpoints: CheckpointStore) -> str:
+    """The line for a run stopped by a write that failed outside a checkpoint (which leaves
+    the checkpoints complete): what failed, and where to resume from."""
+    saved = checkpoints.latest_step()
+    resume = f"resume with: {resume_command(run_dir, HydraConfig.get())}"
+    kept = (
+        "no checkpoint was written"
+        if saved is None
+        else f"its checkpoint at step {saved} is intact"
+    )
+    failed = f"the run stopped at step {step}: a write failed ({error})"
+    return f"{failed}; {kept}: make room, then {resume}"
+
+
 def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: CheckpointStore):
     saved = checkpoints.latest_step()
     since = "" if saved == step else f" from its checkpoint at step {saved}"
@@ -205,6 +219,8 @@ def main(cfg: DictConfig) -> None:
         stopped_by = training.run()
     except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)
+    except OSError as error:  # an event file or a test's agent that the disk refused (full)
+        _fail(write_failure(error, training.step, run_dir, checkpoints), 1)
     except KeyboardInterrupt:  # a second SIGINT: stop at once, from wherever the loop was
         stopped_by = signal.SIGINT
     finally:

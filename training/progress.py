@@ -3,11 +3,13 @@
 import math
 import os
 import shutil
+import threading
 import time
 from collections import deque
 from pathlib import Path
 
 import numpy as np
+from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -65,6 +67,17 @@ def check_event_files(run_dir: Path, progress_state: dict) -> list[str]:
     return warnings
 
 
+def _writer_failures_told_once(arguments: threading.ExceptHookArgs) -> None:
+    """threading's excepthook, but silent for a write the disk refused in the TensorBoard
+    writer's own thread: the writer raises that error again in the loop's thread, at its next
+    write, which reports it in one line (train.py)."""
+    if isinstance(arguments.thread, _AsyncWriterThread) and isinstance(
+        arguments.exc_value, OSError
+    ):
+        return
+    threading.__excepthook__(arguments)
+
+
 class Progress:
     """Logs episodes as they end and averages learning statistics over each log period.
 
@@ -96,6 +109,7 @@ class Progress:
     @property
     def writer(self) -> SummaryWriter:
         if self._writer is None:
+            threading.excepthook = _writer_failures_told_once
             self._writer = SummaryWriter(str(self.directory))
         return self._writer
 
@@ -192,6 +206,8 @@ class Progress:
         self.bar.n = self._period_start
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self.bar.close()
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        finally:
+            self.bar.close()
