@@ -41,6 +41,7 @@ from training.run_config import (
 from training.run_guard import (
     RunDirectoryError,
     check_command_line,
+    error_line,
     keep_freed_memory,
     lock_run_directory,
     torch_threads,
@@ -92,8 +93,8 @@ def build(cfg: DictConfig) -> Components:
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
 
 
-def _fail(error: Exception, status: int) -> NoReturn:
-    print(f"error: {error}", file=sys.stderr)
+def _fail(error: Exception | str, status: int) -> NoReturn:
+    print(f"error: {error if isinstance(error, str) else error_line(error)}", file=sys.stderr)
     sys.exit(status)
 
 
