@@ -48,6 +48,7 @@ from envs.registry import environment_kind
 from evaluation.arguments import parse_arguments
 from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
+from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
 from evaluation.scores import normalized_score
 from evaluation.snapshot import frame_shape_of, load_agent_snapshot
@@ -61,6 +62,7 @@ from reporting.score_table import (
     table_title,
     write_report,
 )
+from schema import shown
 
 DEFAULTS = {
     "protocol": None,  # chosen from the runs' env kinds: see choose_protocol
@@ -75,6 +77,11 @@ DEFAULTS = {
     "bootstrap_reps": 2000,
     "env": {},
 }
+
+
+# The largest values allowed: beyond them an evaluation would run for days (100,000 episodes
+# of MinAtar's shortest games take hours) or the bootstrap would not fit in memory.
+LIMITS = {"episodes": 100_000, "bootstrap_reps": 1_000_000}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,10 +107,12 @@ def check_options(options: dict) -> None:
         raise ValueError(
             f"protocol={options['protocol']} is not allowed: must be one of {', '.join(PROTOCOLS)}"
         )
-    for key in ("episodes", "bootstrap_reps"):
+    for key, most in LIMITS.items():
         value = options[key]
-        if value is not None and (type(value) is not int or value < 1):
-            raise ValueError(f"{key}={value} is not allowed: must be a positive integer")
+        if value is not None and (type(value) is not int or not 1 <= value <= most):
+            raise ValueError(
+                f"{key}={shown(value)} is not allowed: must be a positive integer, at most {most}"
+            )
     if type(options["seed"]) is not int or options["seed"] < 0:
         raise ValueError(f"seed={options['seed']} is not allowed: must be an integer >= 0")
     epsilon = options["epsilon"]
@@ -228,14 +237,12 @@ def evaluate_run(
     if protocol.needs_start_states:
         start_file = start_state_file(Path(options["start_states"]), info.game)
         starts, source = load_start_states(start_file, info.game), str(start_file)
-    result = protocol.evaluate(
-        policy,
-        env_kwargs,
-        rng=rng,
-        epsilon=epsilon,
-        episodes=options["episodes"] or protocol.budget,
-        start_states=starts,
-    )
+    episodes = options["episodes"] or protocol.budget
+    total = episodes if starts is None else min(episodes or len(starts), len(starts))
+    with episode_progress(total, protocol.unit.split()[-1]):
+        result = protocol.evaluate(
+            policy, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes, start_states=starts
+        )
     score = RunScore(
         run=spec.name,
         game=info.game,

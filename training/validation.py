@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from agents.devices import check_pipelined, resolve_device
 from agents.networks import build_network
 from agents.settings import AgentSettings
+from artifacts.command_line import available_memory_bytes
 from artifacts.upgrade import check_resumable
 from envs.registry import env_settings, environment_kind
 from replay.buffer import memory_bytes
@@ -135,16 +136,6 @@ def _learners_cuda_device(name: str, learners: torch.device) -> bool:
     except ValueError:  # not a device name, or no such GPU
         return False
     return device.type == "cuda" and device == learners
-
-
-def available_memory_bytes() -> int:
-    """Memory the system can give this process without swapping (Linux: MemAvailable)."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        return int(fields["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def replay_bytes(cfg: DictConfig) -> int:
