@@ -119,7 +119,19 @@ def run_directory(resumed: str | None, default: str, _root_: DictConfig) -> str:
     return default
 
 
+def game_directory(kind, game) -> str:
+    """The run directory's game part (its resolver `game_directory` in configs/config.yaml):
+    the game's id, however env.game spelt it (`SpaceInvaders` runs under space_invaders/,
+    beside its other runs), or the name as given where it is no game (`run_directory` then
+    refuses it before a directory is named after it)."""
+    try:
+        return environment_kind(kind).game_id(str(game))
+    except ValueError:
+        return str(game)
+
+
 OmegaConf.register_new_resolver("or_else", run_directory)
+OmegaConf.register_new_resolver("game_directory", game_directory)
 
 
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
