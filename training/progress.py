@@ -203,7 +203,9 @@ class Progress:
         self._sums = {name: float(value) for name, value in state["sums"].items()}
         self._max_weight = float(state["max_weight"])
         self._updates = int(state["updates"])
-        self.bar.n = self._period_start
+        # The bar counts from the period's start, which may lie before the checkpoint's step:
+        # from there its rate is measured too (else it would show a negative one).
+        self.bar.n = self.bar.initial = self.bar.last_print_n = self._period_start
 
     def close(self) -> None:
         try:
