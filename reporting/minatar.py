@@ -12,6 +12,7 @@ with a 95 % Welch interval. Runs may be unfinished: a run counts where it has tr
 """
 
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from matplotlib.figure import Figure
 from artifacts.run_directory import RunDirectory
 from reporting.markdown import format_interval, format_mean_error, format_score, markdown_row
 from reporting.minatar_results import (
+    FAMILY,
     GRID_POINTS,
     Cell,
     Reference,
@@ -31,7 +33,7 @@ from reporting.minatar_results import (
     seed_band,
 )
 from reporting.plots import PUBLISHED_DQN_COLOUR, label, variant_colours
-from reporting.results import count_name
+from reporting.results import count_name, read_results
 from reporting.seed_statistics import LAST_EPISODES, RUNNING_AVERAGE_RATE
 
 CHECKPOINTS = (500_000, 1_000_000)
@@ -286,6 +288,12 @@ def build(results_dir: Path, out: Path) -> Path:
             "beside a training_returns.csv); export runs with: "
             "python -m reporting export RUN_DIR --out DIR"
         )
+    notes += [
+        f"{count} {family} run(s) left out (not MinAtar): python -m reporting published"
+        for family, count in read_results(results_dir, FAMILY)[1].items()
+    ]
+    for note in notes:  # in report.md too: said here, so that no run is left out unseen
+        print(f"note: {note}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     figures = []
     for game in dict.fromkeys(variant.game for variant in variants):  # in report order

@@ -103,7 +103,7 @@ def variant_key(variant: VariantRuns) -> tuple:
 
 def read_variants(results_dir: Path) -> tuple[list[VariantRuns], list[str]]:
     """(the exported MinAtar runs below `results_dir` by game and variant, in `variant_key`
-    order; notes on the runs left out). Runs of other families are not looked at."""
+    order; notes on the MinAtar runs left out). Runs of other families are not looked at."""
     runs, notes = [], []
     for run in read_results(results_dir, FAMILY)[0]:
         episodes = seed_run(run)

@@ -191,3 +191,13 @@ def test_the_dopamine_report_leaves_minatar_runs_out(results, tmp_path):
     # The MinAtar runs (11 exported, 1 not) are not Atari games: only Atari's Breakout is shown.
     assert "- 12 minatar run(s) left out (not Atari): python -m reporting minatar" in text
     assert "| Breakout | uniform | 1 (0) |" in text and "dqn-uniform" not in text
+
+
+def test_the_minatar_report_names_each_run_it_leaves_out(results, tmp_path, capsys):
+    """The Atari export among the results, and the MinAtar run that is no export."""
+    text = main(["minatar", str(results), "--out", str(tmp_path / "report")]).read_text()
+    note = "1 atari run(s) left out (not MinAtar): python -m reporting published"
+    assert f"- {note}" in text
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2 and "unexported: no training_returns.csv" in notes[0]
+    assert notes[1] == f"note: {note}"
