@@ -7,7 +7,9 @@
     python evaluate.py MINATAR_RUN_DIR episodes=100              # raw scores (episodes)
 
 The path is a snapshot (.pt), a run directory (its ``agent_best.pt``, or ``snapshot=latest``)
-or a multirun directory (every run below it). Arguments are ``key=value`` like train.py's:
+or a multirun directory (every run below it). Arguments are ``key=value``, read as train.py's
+Hydra reads its overrides; each but ``env.KEY`` is a setting of
+`evaluation.settings.EvaluateSettings` (its type, default and rule):
 
     protocol=noop|human_starts|episodes
                                  noop: 1-30 random no-ops, ε 0.01, 30 episodes per run;
@@ -36,6 +38,7 @@ data for runs of an env kind that has none (MinAtar: noop and human_starts).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -51,6 +54,7 @@ from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
 from evaluation.scores import normalized_score
+from evaluation.settings import EvaluateSettings
 from evaluation.snapshot import frame_shape_of, load_agent_snapshot
 from reporting.score_table import (
     RunScore,
@@ -62,26 +66,6 @@ from reporting.score_table import (
     table_title,
     write_report,
 )
-from schema import shown
-
-DEFAULTS = {
-    "protocol": None,  # chosen from the runs' env kinds: see choose_protocol
-    "snapshot": "best",
-    "episodes": None,
-    "epsilon": None,
-    "start_states": None,
-    "seed": 0,
-    "device": "auto",
-    "cuda_graphs": False,
-    "output": None,
-    "bootstrap_reps": 2000,
-    "env": {},
-}
-
-
-# The largest values allowed: beyond them an evaluation would run for days (100,000 episodes
-# of MinAtar's shortest games take hours) or the bootstrap would not fit in memory.
-LIMITS = {"episodes": 100_000, "bootstrap_reps": 1_000_000}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,38 +74,24 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__)
         return 0
     try:
-        positional, options = parse_arguments(argv, DEFAULTS, open_sections=("env",))
-        if len(positional) != 1:
-            raise ValueError("give exactly one path: a snapshot, a run or a multirun directory")
-        check_options(options)
-        run(Path(positional[0]), options)
+        path, options = read_command_line(argv)
+        run(path, options)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     return 0
 
 
-def check_options(options: dict) -> None:
-    """What can be checked before the runs are found (check_runs does the rest)."""
-    if options["protocol"] is not None and options["protocol"] not in PROTOCOLS:
-        raise ValueError(
-            f"protocol={options['protocol']} is not allowed: must be one of {', '.join(PROTOCOLS)}"
-        )
-    for key, most in LIMITS.items():
-        value = options[key]
-        if value is not None and (type(value) is not int or not 1 <= value <= most):
-            raise ValueError(
-                f"{key}={shown(value)} is not allowed: must be a positive integer, at most {most}"
-            )
-    if type(options["seed"]) is not int or options["seed"] < 0:
-        raise ValueError(f"seed={options['seed']} is not allowed: must be an integer >= 0")
-    epsilon = options["epsilon"]
-    if epsilon is not None and not (isinstance(epsilon, int | float) and 0 <= epsilon <= 1):
-        raise ValueError(f"epsilon={epsilon} is not allowed: must be in [0, 1]")
-    if not isinstance(options["cuda_graphs"], bool):
-        raise ValueError(
-            f"cuda_graphs={options['cuda_graphs']} is not allowed: must be true or false"
-        )
+def read_command_line(argv: list[str]) -> tuple[Path, dict]:
+    """The path and the options: the settings (`EvaluateSettings`, each checked) and the env
+    overrides (`env`, checked against each run's env kind by check_runs)."""
+    defaults = {**EvaluateSettings.defaults(), "env": {}}
+    positional, values = parse_arguments(argv, defaults, open_sections=("env",))
+    if len(positional) != 1:
+        raise ValueError("give exactly one path: a snapshot, a run or a multirun directory")
+    env = values.pop("env")
+    settings = EvaluateSettings.of(values)
+    return Path(positional[0]), {**dataclasses.asdict(settings), "env": env}
 
 
 def choose_protocol(name: str | None, specs: list[RunSpec]) -> Protocol:

@@ -28,6 +28,7 @@ from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import build_sampler, build_storage, sampler_class
 from training.checkpoints import CheckpointError, CheckpointStore
+from training.config_defaults import register_defaults
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import Components, LearningDiverged, StopRequest, Training
 from training.plain_config import plain_config
@@ -35,6 +36,7 @@ from training.progress import check_event_files
 from training.run_config import (
     check_run,
     record_run_config,
+    record_start,
     remove_created_directories,
     run_config,
 )
@@ -88,6 +90,7 @@ def build(cfg: DictConfig) -> Components:
         priority_signal=signal,
         priority_epsilon=cfg.replay.priority_epsilon,
         td_error_clip=cfg.agent.td_error_clip,  # one clip for the loss and the priorities
+        pin_memory=agent.device.type == "cuda" and cfg.replay.device == "cpu",
     )
     frame_stack = FrameStack(cfg.agent.history_length, frame_shape)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
@@ -202,6 +205,11 @@ def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: Checkpoi
     sys.exit(130 if stopped_by == signal.SIGINT else 0)
 
 
+# configs/ builds on the schemas' defaults: stored here, by the application itself, before
+# Hydra composes (a sweep's jobs get them with Hydra's state, on a cluster node too).
+register_defaults()
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
@@ -229,6 +237,7 @@ def main(cfg: DictConfig) -> None:
             training.start(checkpoint)
         except CheckpointError as error:  # its frames fail their checks as they are read back
             _fail(error, 2)  # bad input, as a damaged state file is; nothing was written yet
+        record_start(run_dir, training.step)  # what made the run, from this step on
         stopped_by = training.run()
     except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)

@@ -36,9 +36,12 @@ class PinnedStaging:
     `to_device` copies each array into its page-locked host buffer (a plain CPU copy), then
     starts an asynchronous copy into its device buffer and returns the device buffers: the
     same tensor objects on every call while shapes and dtypes stay the same, so a CUDA graph
-    can read them. Invariant: a buffer is overwritten only after its previous transfer
-    finished; callers guarantee it by waiting for the work that read the previous inputs
-    (`CudaUpdates.start` waits for the update in flight first).
+    can read them. An array that is page-locked already (the replay gathers its states into
+    such memory) is copied to the device from where it is, without the host copy.
+    Invariant: a buffer, and a caller's page-locked array, is overwritten only after its
+    previous transfer finished; callers guarantee it by waiting for the work that read the
+    previous inputs (`CudaUpdates.start` waits for the update in flight first; the replay
+    draws its next batch only once the update of the last one is done).
     """
 
     def __init__(self, device: torch.device, pin_memory: bool = True) -> None:
@@ -56,8 +59,10 @@ class PinnedStaging:
             ]
             self.on_device = [torch.empty_like(b, device=self.device) for b in self.host]
         for host, device, source in zip(self.host, self.on_device, sources, strict=True):
-            host.copy_(source)
-            device.copy_(host, non_blocking=True)
+            if not source.is_pinned():
+                host.copy_(source)
+                source = host
+            device.copy_(source, non_blocking=True)
         return self.on_device
 
 

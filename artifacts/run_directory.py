@@ -4,14 +4,16 @@
         config.yaml       the fully resolved configuration: the run's record
         changes.yaml      what changed after the start (a setting set on resume, a fallback),
                           only when something did (training.run_record)
+        provenance.yaml   the code's commit and the libraries' versions of each start
+                          (artifacts.provenance)
         checkpoints/      crash-safe checkpoints to resume from (training.checkpoints)
         tensorboard/      event files
         agent_latest.pt   agent snapshots (artifacts.snapshot): the latest periodic test's agent,
         agent_best.pt     the best one's,
         agent_final.pt    and the last step's, with its target network and optimizer
 
-An export of a run (`python -m reporting export`) is a run directory too: its config.yaml and
-the CSV files of its scores.
+An export of a run (`python -m reporting export`) is a run directory too: its config.yaml, its
+provenance.yaml and the CSV files of its scores.
 """
 
 import functools
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import yaml
 
+from artifacts.provenance import PROVENANCE, Provenance, read_provenance
 from artifacts.upgrade import upgrade_config
 from envs.registry import EnvironmentKind, environment_kind
 
@@ -83,6 +86,15 @@ class RunDirectory:
     @property
     def changes_file(self) -> Path:
         return self.path / CHANGES
+
+    @property
+    def provenance_file(self) -> Path:
+        return self.path / PROVENANCE
+
+    @functools.cached_property
+    def provenance(self) -> Provenance:
+        """What made the run (`artifacts.provenance`); no start known without the file."""
+        return read_provenance(self.provenance_file)
 
     @property
     def checkpoints(self) -> Path:

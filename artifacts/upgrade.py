@@ -3,10 +3,10 @@
 are read, so that no other module knows about older versions.
 
 Every value filled in here is the one an older run ran with, not a default: it stays what it
-is whatever later versions make the default. Runs from commit 7ddb4ad on (the first to store
-the evaluation and checkpoint settings) are upgraded; an older config lacks settings this
-module cannot add, and `check_resumable` refuses to resume it in one line naming that
-commit."""
+is whatever later versions make the default. Runs that store the evaluation and checkpoint
+settings (all since an early revision of version 0.1.0) are upgraded; an older config lacks
+settings this module cannot add, and `check_resumable` refuses to resume it in one line
+naming what it lacks."""
 
 from __future__ import annotations
 
@@ -15,10 +15,8 @@ import os
 
 from envs.registry import environment_kind
 
-FIRST_RESUMABLE = "7ddb4ad"
-
-# Settings added since then, with the value that continues a run stored without them the way
-# it ran.
+# Settings added since runs first stored their evaluation settings, with the value that
+# continues a run stored without them the way it ran.
 ADDED_SETTINGS = {
     "threads": "auto",
     "env.kind": "atari",
@@ -59,13 +57,14 @@ def upgrade_config(config: dict) -> dict:
 
 def check_resumable(config: dict) -> None:
     """A run config (`upgrade_config`'s) that this version can resume, or a one-line
-    ValueError: one written before `FIRST_RESUMABLE` has no evaluation settings, and their
-    values then were not recorded."""
+    ValueError: one written by an early revision of version 0.1.0 has no evaluation settings,
+    and their values then were not recorded."""
     evaluation = config.get("evaluation")
     if not (isinstance(evaluation, dict) and "every_frames" in evaluation):
         raise ValueError(
             f"resume={config.get('resume')}: the run was written by a version too old to "
-            f"resume; runs written from commit {FIRST_RESUMABLE} on can be resumed"
+            "resume (an early 0.1.0: its config.yaml has no evaluation.every_frames); runs "
+            "that record their evaluation settings can be resumed"
         )
 
 
@@ -86,6 +85,7 @@ def upgrade_checkpoint_state(state: dict, identity: dict) -> dict:
         pending = state.pop("pending_test_step", None)
         state["pending_test_steps"] = [] if pending is None else [pending]
     state.setdefault("learning", None)  # no update was ever in flight
+    state.setdefault("next_action", None)  # every action was chosen at its own step
     # No configuration recorded (it cannot be checked), and no change recorded since the start.
     state.setdefault("config", None)
     state.setdefault("changes", [])

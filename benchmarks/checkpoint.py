@@ -24,6 +24,7 @@ import io
 import os
 import resource
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -33,12 +34,15 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from agents.double_dqn import DoubleDQN
-from replay.buffer import ReplayBuffer
-from replay.proportional import ProportionalSampler
-from replay.storage import FrameStorage
-from training import checkpoints
-from training.checkpoints import CheckpointStore
+# The project runs from its checkout (README, "Running from the checkout").
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agents.double_dqn import DoubleDQN  # noqa: E402
+from replay.buffer import ReplayBuffer  # noqa: E402
+from replay.proportional import ProportionalSampler  # noqa: E402
+from replay.storage import FrameStorage  # noqa: E402
+from training import checkpoints  # noqa: E402
+from training.checkpoints import CheckpointStore  # noqa: E402
 
 GB = 1e9
 

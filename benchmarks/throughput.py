@@ -14,9 +14,10 @@ short periodic test after the window, its playing time scaled to the config's ca
 agent for the worker, which plays on another core). No checkpoint is written
 (benchmarks/checkpoint.py times them). The ceiling: the same loop with a trivial network.
 On CUDA an update runs while the host goes on: "waiting for the update" is the time the host
-spent blocked on it; acting waits for its own action. `--sync`
-adds `torch.cuda.synchronize()` around every timed call (serialized costs, and a slower
-loop). Prints tables, asserts nothing.
+spent blocked on it; acting waits for its own action, and the action chosen right behind an
+update (`Training._learn`) for the update too, so on CUDA part of an update's wait shows
+in the act row. `--sync` adds `torch.cuda.synchronize()` around every timed call
+(serialized costs, and a slower loop). Prints tables, asserts nothing.
 """
 
 import argparse

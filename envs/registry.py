@@ -1,7 +1,8 @@
 """The environments by name: `env.kind` in the config. A new environment is one module with a
 factory like `envs.atari.make_env` (returning a `TrainingEnv`) and the schema of its settings
 (like `envs.settings`'), one `EnvironmentKind` here and one `configs/env/<kind>.yaml` on that
-schema's defaults (`- /<kind>_env_settings@_here_`: `training.config_defaults`)."""
+schema's defaults (`- /<kind>_env_settings@_here_`: `training.config_defaults`); the contract
+tests (tests/envs/test_env_contract.py) play it unchanged."""
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass

@@ -1,8 +1,9 @@
-"""``key=value`` command-line arguments, the override syntax train.py's Hydra uses.
+"""``key=value`` command-line arguments, read by the override parser of train.py's Hydra, so
+that a value means what it means there: ``episodes=30`` is an int, ``epsilon=1e-3`` a float,
+``cuda_graphs=true`` a bool, ``device=cpu`` a string, ``start_states=null`` None, and dotted
+keys nest (``env.max_episode_frames=400``).
 
-An argument that is an existing path, or has no ``=``, is positional. Values are parsed as
-YAML scalars (``episodes=30`` is an int, ``device=cpu`` a string,
-``score=null`` None); dotted keys nest (``env.max_episode_frames=400``). Unknown keys are a
+An argument that is an existing path, or has no ``=``, is positional. Unknown keys are a
 one-line error naming the key and the allowed ones; an open section's keys (``env.*``) are
 checked where they are used, against the env kind's settings (`envs.settings`).
 """
@@ -12,7 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -25,19 +28,17 @@ def parse_arguments(
     Keys must exist in ``defaults``, except below a section named in ``open_sections`` (e.g.
     ``env``, whose keys are the env kind's settings, checked where they are used).
     """
-    positional, values = [], {key: value for key, value in defaults.items()}
+    positional, values = [], dict(defaults)
     for argument in argv:
         if _is_path(argument):
             positional.append(argument)
             continue
-        key, _, text = argument.partition("=")
-        key = key.strip()
+        key, value = _key_and_value(argument)
         section, dot, rest = key.partition(".")
         if dot and section in open_sections and rest:
-            values.setdefault(section, {})
-            values[section] = {**values[section], rest: _scalar(key, text)}
+            values[section] = {**values.get(section, {}), rest: value}
         elif key in defaults and not isinstance(defaults[key], dict):
-            values[key] = _scalar(key, text)
+            values[key] = value
         else:
             allowed = sorted(k for k in defaults if k not in open_sections)
             allowed += [f"{section}.<key>" for section in open_sections]
@@ -52,11 +53,15 @@ def _is_path(argument: str) -> bool:
     return "=" not in argument or Path(argument).exists() or not _KEY.fullmatch(key.strip())
 
 
-def _scalar(key: str, text: str):
+def _key_and_value(argument: str) -> tuple[str, object]:
+    """The key and the single value of ``key=value`` whose key is a dotted name (`_is_path`),
+    or a one-line ValueError."""
     try:
-        value = yaml.safe_load(text) if text.strip() else None
-    except yaml.YAMLError:
-        return text
-    if isinstance(value, dict | list):
-        raise ValueError(f"{key}={text} is not allowed: must be a single value")
-    return value
+        override: Override = OverridesParser.create().parse_override(argument.strip())
+    except HydraException as error:
+        reason = str(error).strip().splitlines()[-1]
+        raise ValueError(f"{argument} is not a key=value argument: {reason}") from None
+    value = None if override.is_sweep_override() else override.value()
+    if override.is_sweep_override() or isinstance(value, dict | list):
+        raise ValueError(f"{argument.strip()} is not allowed: must be a single value")
+    return override.key_or_group, value

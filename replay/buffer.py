@@ -49,8 +49,7 @@ class Learned(Protocol):
 # Bytes per slot beyond its frames, an upper bound over the samplers and storages: the
 # storage's action, reward and flags (and the eviction tree of the transition storage), the
 # sampler's tree or heap arrays, and the replay statistics (benchmarks/replay_memory.py
-# measures 7,064-7,157 B in all for 84x84 frames in the frame ring, 35,294-35,331 B for the
-# transition storage's 5 frames of 7,056 B).
+# measures the whole: docs/benchmarks.md, docs/replay.md).
 SLOT_OVERHEAD_BYTES = 160
 
 
@@ -80,6 +79,11 @@ class ReplayBuffer:
     `weight_normalization`, `priority_signal` and `priority_epsilon` are replay settings
     (`replay.settings.ReplaySettings`: their defaults and rules); `td_error_clip` is the
     learner's, the one clip of the loss and the priorities.
+
+    `pin_memory` (for a learner on CUDA with the frames on the host): the states are gathered
+    into page-locked memory, which the learner copies to its device directly. A batch's
+    arrays are overwritten by the next `sample` only, so the learner's copy of them must be
+    done by then (the loop finishes each update before it draws the next batch).
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class ReplayBuffer:
         priority_signal: str = ReplaySettings.priority_signal,
         priority_epsilon: float = ReplaySettings.priority_epsilon,
         td_error_clip: float,
+        pin_memory: bool = False,
     ):
         ReplaySettings.check("priority_epsilon", priority_epsilon)
         ReplaySettings.check("weight_normalization", weight_normalization)
@@ -117,7 +122,7 @@ class ReplayBuffer:
         shape = (2 * batch_size, storage.history_length, *storage.frame_shape)
         device = getattr(storage, "device", None)  # a storage with a copy on the learner's device
         self._all_states = (
-            np.empty(shape, dtype=np.uint8)
+            torch.empty(shape, dtype=torch.uint8, pin_memory=pin_memory).numpy()
             if device is None
             else torch.empty(shape, dtype=torch.uint8, device=device)
         )

@@ -54,11 +54,10 @@ class RankBasedSampler:
     least depth(h) + 1 and possibly far more than h + 1. Every `resort_period` added
     transitions (the paper: 10^6 agent steps, one add per step) the array is fully sorted,
     descending (a sorted array is a valid heap) and the map rebuilt; `resort()` does it on
-    demand. How much the disorder matters depends on the data: for i.i.d. random priorities
-    (N = 2^14 and 2^20, k = 32, α = 0.7) the distribution over transitions is at total
-    variation ≈ 0.15 from the same segment distribution over true ranks (0.16 after N/32
-    sample-and-update steps following a resort; tested at N = 2^14). The paper reports that
-    learning was unaffected compared with a perfectly sorted array.
+    demand. How much the disorder matters depends on the data (for random priorities, how far
+    the distribution over transitions is from the same segments over true ranks:
+    docs/replay.md). The paper reports that learning was unaffected compared with a
+    perfectly sorted array.
 
     Segments. For k = batch_size, ranks 1..N are cut into k segments of (nearly) equal
     probability under the power law: the boundaries are the rank edges nearest the quantiles
@@ -73,12 +72,11 @@ class RankBasedSampler:
     probabilities, so importance weights correct for the distribution really used, and
     `min_probability` is the smallest of them (the last, longest segment's).
 
-    Approximation error versus the exact power law P(r) = r^−α / Σ r^−α (measured by
-    tests/replay/test_rank_based.py): total variation distance 0.0368 for N = 10^6, k = 32,
-    α = 0.7. Nearly all of it is inside segments, where the density is flattened (segment 1
-    spans ranks 1–30, whose exact probabilities differ by a factor 30^0.7 ≈ 11); the segment
-    masses themselves are within 0.5 % of 1/k. A partition reused at the edge of the tolerance
-    (built for N, used at 1.01 N or 0.99 N) gives 0.0380 instead of 0.0368.
+    Approximation error versus the exact power law P(r) = r^−α / Σ r^−α: nearly all of it is
+    inside segments, where the density is flattened (at N = 10^6, k = 32, α = 0.7 segment 1
+    spans ranks 1–30, whose exact probabilities differ by a factor 30^0.7 ≈ 11), not in the
+    segment masses; a partition reused at the edge of the tolerance adds a little (the
+    figures, which tests/replay/test_rank_based.py checks: docs/replay.md).
 
     Cache rule. The partition is reused while k and α are unchanged and the size stays within
     PARTITION_TOLERANCE (1 %) of the size it was built for; otherwise it is rebuilt

@@ -1,25 +1,33 @@
-"""Report over a Hydra multirun directory of train.py runs.
+"""Report over Hydra multirun directories of train.py runs.
 
     python -m reporting multirun/2026-01-01_00-00-00 --out reports/sweep
+    python -m reporting multirun/alpha results/minatar/seaquest/dqn-proportional --out reports/alpha
 
-Finds every Atari run (its config.yaml and tensorboard/; runs of other families are listed as
-left out), and writes into OUT: report.md (per game and variant statistics over seeds, the
-Figure 4 learning-speed summary), one
-learning_curves_<game>.png per game (median and interquartile range over seeds, Figure 8)
-and learning_speed.png (Figure 4).
+Finds every run below the directories (its config.yaml and tensorboard/, or an exported run's
+CSV files), and reports them together, one row per game and setting: the variant and the
+values of the keys varied between its runs, so that only seeds are pooled as seeds. Atari runs:
+OUT/report.md (per game and setting the statistics over seeds, the Figure 4 learning-speed
+summary), one learning_curves_<game>.png per game (median and interquartile range over seeds,
+Figure 8) and learning_speed.png (Figure 4). MinAtar runs: the MinAtar report (`python -m
+reporting minatar`), into OUT/minatar/ beside Atari runs, else into OUT.
 """
 
 import argparse
+import dataclasses
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from artifacts.command_line import OneLineParser, output_directory
 from reporting import export, minatar, published
+from reporting.minatar_results import FAMILY as MINATAR
+from reporting.results import ATARI_FAMILY, read_results
 from reporting.sweep_report import build_report, markdown, plot_all
 
 COMMANDS_HELP = """other commands (each has its own --help):
   python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results
-      small publishable files of each run: config, periodic tests, training returns
+      small publishable files of each run: config, provenance, periodic tests, training returns
   python -m reporting published results --out results/report
       the exported Atari runs beside Dopamine's published DQN and Rainbow curves
   python -m reporting minatar results --out results/minatar_report
@@ -36,28 +44,72 @@ def _parser(command: str, doc: str, **kwargs) -> argparse.ArgumentParser:
     )
 
 
+def minatar_beside_atari(scratch: Path, out: Path, shown_as: str, source, others) -> str:
+    """The MinAtar report of a sweep that has Atari runs too, into OUT/minatar/; a note on it
+    for the Atari report."""
+    count = others[MINATAR]
+    try:
+        minatar.build(scratch, out / MINATAR, shown_as, source, name_others=False)
+    except ValueError:
+        return f"{count} {MINATAR} run(s) left out: none has a training episode to report"
+    return f"{count} {MINATAR} run(s): not Atari, reported in {MINATAR}/report.md"
+
+
+def write_sweep_report(directories: Sequence[Path], out: Path) -> Path:
+    """The sweep report over the runs below `directories` into `out` (see the module's
+    docstring); returns its report.md. Its refusals are one-line ValueErrors."""
+    shown_as = ", ".join(f"`{directory}`" for directory in directories)
+    with tempfile.TemporaryDirectory(prefix="sweep_export_") as scratch:
+        sources = export.export_scratch(directories, Path(scratch))
+
+        def source(info) -> Path:  # a run's own directory, for the notes
+            return sources.get(info.path, info.path)
+
+        atari, others = read_results(Path(scratch), ATARI_FAMILY)
+        if not atari and MINATAR in others:
+            return minatar.build(Path(scratch), out, shown_as, source)
+        if not atari:
+            raise ValueError(f"{shown_as}: no Atari or MinAtar run to report")
+        report = build_report(atari, source)
+        notes = [
+            f"{count} {family} run(s) left out: no report for them"
+            for family, count in others.items()
+            if family != MINATAR
+        ]
+        if MINATAR in others:
+            notes.append(minatar_beside_atari(Path(scratch), out, shown_as, source, others))
+    report = dataclasses.replace(report, notes=report.notes + notes)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = plot_all(report, out)
+    (out / "report.md").write_text(markdown(report, shown_as, figures))
+    return out / "report.md"
+
+
 def sweep_main(argv) -> Path:
     parser = _parser("", __doc__, epilog=COMMANDS_HELP)
-    parser.add_argument("multirun_dir", type=Path, help="a Hydra sweep directory (or one run)")
+    parser.add_argument(
+        "directories",
+        type=Path,
+        nargs="+",
+        help="Hydra sweep directories, runs or exported runs, reported together",
+    )
     parser.add_argument(
         "--out",
         type=output_directory,
         default=None,
-        help="where the report goes (default: MULTIRUN_DIR/report)",
+        help="where the report goes (default: the first directory's report/)",
     )
     args = parser.parse_args(argv)
-    if not args.multirun_dir.is_dir():
-        parser.error(f"{args.multirun_dir} is not a directory")
-    out = args.out or output_directory_or_exit(parser, args.multirun_dir / "report")
+    for directory in args.directories:
+        if not directory.is_dir():
+            parser.error(f"{directory} is not a directory")
+    out = args.out or output_directory_or_exit(parser, args.directories[0] / "report")
     try:
-        report = build_report(args.multirun_dir)
+        path = write_sweep_report(args.directories, out)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
-    out.mkdir(parents=True, exist_ok=True)
-    figures = plot_all(report, out)
-    (out / "report.md").write_text(markdown(report, args.multirun_dir, figures))
-    print(f"wrote {out / 'report.md'} and {len(figures)} figures", file=sys.stderr)
-    return out / "report.md"
+    print(f"wrote {path}", file=sys.stderr)
+    return path
 
 
 def export_main(argv) -> list[Path]:

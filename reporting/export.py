@@ -4,14 +4,15 @@
 
 Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<total frames>/ (e.g.
 results/pong/proportional/seed0_10M/), a run of another family below OUT/<family>/ (e.g.
-results/minatar/breakout/dqn-uniform/seed0_1M/), as three small files: its `config.yaml`
-(copied), its periodic tests `evaluations.csv` and its training episodes
+results/minatar/breakout/dqn-uniform/seed0_1M/), as four small files: its `config.yaml` and
+`provenance.yaml` (copied; for a run from before runs recorded their provenance, one that
+says it is unknown), its periodic tests `evaluations.csv` and its training episodes
 `training_returns.csv`. No checkpoint, snapshot or event file is copied. The variant is the
 replay kind for a run with the paper's agent and replay settings, and names any other
 setting that differs (`artifacts.run_directory.variant_name`).
 
 This is the one reader of run directories' TensorBoard events (`read_run`): every report reads
-exported runs (`reporting.results`).
+exported runs (`reporting.results`). An exported run given again is read from its own files.
 """
 
 import csv
@@ -30,6 +31,7 @@ from tensorboard.backend.event_processing.event_accumulator import (
 
 from artifacts.command_line import unwritable_reason
 from artifacts.event_files import EVENT_FILES, first_damage
+from artifacts.provenance import NOT_RECORDED, PROVENANCE
 from artifacts.run_directory import CONFIG, RunDirectory, find_runs
 from evaluation.scores import normalized_score
 from reporting.results import (
@@ -158,8 +160,20 @@ def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
     ]
 
 
+def csv_rows(path: Path) -> list[tuple[str, ...]]:
+    """The rows of an exported CSV file below its header; none without the file."""
+    if not path.is_file():
+        return []
+    with path.open(newline="") as file:
+        return [tuple(row) for row in list(csv.reader(file))[1:]]
+
+
 def read_run(info: RunDirectory) -> Export:
-    """The run's rows from its TensorBoard events (none for a run that logged nothing)."""
+    """The run's rows from its TensorBoard events (none for a run that logged nothing); an
+    exported run's, without events and with its CSV files, as they are written there."""
+    if not info.tensorboard.is_dir() and (info.path / TRAINING_RETURNS).is_file():
+        rows = (csv_rows(info.path / name) for name in (EVALUATIONS, TRAINING_RETURNS))
+        return Export(info, *rows)
     events, notes = read_events(info.tensorboard)
     scalars = scalars_of(events)
     evaluations = evaluation_rows(info, scalars, texts_of(events))
@@ -226,12 +240,36 @@ def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
 
 
 def write(export: Export, directory: Path) -> Path:
-    """The run's three files into `directory` (made if needed); returns it."""
+    """The run's four files into `directory` (made if needed); returns it. A run without a
+    provenance.yaml gets one that records no start: its code is unknown."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(export.info.config_file, directory / CONFIG)
+    if export.info.provenance_file.is_file():
+        shutil.copyfile(export.info.provenance_file, directory / PROVENANCE)
+    else:
+        (directory / PROVENANCE).write_text(NOT_RECORDED + "starts: []\n")
     _write_csv(directory / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
     _write_csv(directory / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
     return directory
+
+
+def export_scratch(directories: Sequence[Path], scratch: Path) -> dict[Path, Path]:
+    """Every run at or below `directories` (run directories or exports) written into `scratch`
+    for a report, at its path relative to its directory below that directory's number: not
+    export's own layout, where runs that differ in a setting the variant does not name (a
+    sweep over α) would share a destination. Returns each copy's directory -> the run's own;
+    raises ExportError for a directory without a run."""
+    sources = {}
+    for number, directory in enumerate(directories):
+        infos = find_runs(directory)
+        if not infos:
+            raise ExportError(
+                f"{directory} holds no run: no config.yaml with a replay.kind below it"
+            )
+        for info in infos:
+            target = scratch / str(number) / info.path.relative_to(directory)
+            sources[write(read_run(info), target)] = info.path
+    return sources
 
 
 def export_runs(paths: Sequence[Path], out: Path) -> tuple[list[Path], list[str]]:

@@ -24,3 +24,23 @@ def format_mean_error(mean: float, error: float) -> str:
 
 def markdown_row(cells) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+def code_section(provenances) -> list[str]:
+    """A report's `## Code` section: each distinct code and set of library versions among the
+    runs' `artifacts.provenance.Provenance`, with how many runs it made."""
+    counts: dict[tuple[str, str], int] = {}
+    for provenance in provenances:
+        key = (provenance.code, provenance.libraries)
+        counts[key] = counts.get(key, 0) + 1
+    return [
+        "## Code",
+        "",
+        "What made the runs (each run's provenance.yaml): the project's commit at each start "
+        "of the run, `-dirty` where tracked files differed from it, and the libraries' "
+        "versions; `unknown` for a run, or the part of one, made before runs recorded this.",
+        "",
+        "| code | libraries | runs |",
+        "|---|---|---|",
+        *[markdown_row([code, libraries, str(n)]) for (code, libraries), n in counts.items()],
+    ]

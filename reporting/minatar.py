@@ -7,41 +7,47 @@ Reads only the MinAtar runs that `python -m reporting export` wrote below RESULT
 far a run trained) and writes into OUT one minatar_<game>.png per game (each variant's
 last-100-episode training return against frames, mean ± standard error over seeds, each seed
 thin, MinAtar's published DQN marked) and report.md: per game and variant at 0.5M and 1M
-frames, the training return over seeds and each prioritized variant's difference to uniform
-with a 95 % Welch interval. Runs may be unfinished: a run counts where it has trained.
+frames (and the runs' budget), the training return over seeds, each prioritized variant's
+difference to uniform with a 95 % Welch interval, and the commits that made its runs. Runs may
+be unfinished: a run counts where it has trained. A variant whose runs differ in more than
+their seed (a sweep over α) is one row per setting (`results.Setting`); where they vary one
+number, minatar_<game>_<key>.png shows the return against it. The sweep report
+(`python -m reporting DIR`) writes this report for a sweep's MinAtar runs.
 """
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from matplotlib.figure import Figure
-
 from artifacts.run_directory import RunDirectory
-from reporting.markdown import format_interval, format_mean_error, format_score, markdown_row
+from reporting.markdown import (
+    code_section,
+    format_interval,
+    format_mean_error,
+    format_score,
+    markdown_row,
+)
+from reporting.minatar_figures import plot_against_key, plot_minatar, swept_lines
 from reporting.minatar_results import (
     FAMILY,
     GRID_POINTS,
     Cell,
-    Reference,
-    SeedBand,
     VariantRuns,
     cells_at,
     published_dqn,
     read_variants,
     seed_band,
 )
-from reporting.plots import PUBLISHED_DQN_COLOUR, label, variant_colours
 from reporting.results import count_name, read_results
 from reporting.seed_statistics import LAST_EPISODES, RUNNING_AVERAGE_RATE
 
-CHECKPOINTS = (500_000, 1_000_000)
+CHECKPOINTS = (500_000, 1_000_000)  # and the runs' budget (`report_frames`)
 REFERENCE_FRAMES = (1_000_000, 5_000_000)  # MinAtar's published DQN: a star, a dashed line
 TABLE_HEADER = (
     "| game | variant | seeds | last 100 | running average | published DQN at 1M | "
-    "Δ last 100 vs uniform [95 % CI] | Δ running average vs uniform [95 % CI] |\n"
-    "|---|---|---|---|---|---|---|---|"
+    "Δ last 100 vs uniform [95 % CI] | Δ running average vs uniform [95 % CI] | code |\n"
+    "|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -99,6 +105,7 @@ def cell_row(cell: Cell) -> str:
             _published_cell(variant.game),
             _difference_cell(cell.last_versus_uniform),
             _difference_cell(cell.running_versus_uniform),
+            variant.code,
         ]
     )
 
@@ -169,7 +176,11 @@ def explanation() -> list[str]:
         "*Variants*: the replay kind; `dqn-` in front: MinAtar's DQN target max_a Q_target(s', "
         "a), without it this project's Double DQN target; behind it, a priority signal other "
         "than the paper's |δ| (`-huber_loss`: the Huber loss, as the published MinAtar "
-        "prioritized agent) and an eviction other than the oldest first (`-lowest_priority`).",
+        "prioritized agent) and an eviction other than the oldest first (`-lowest_priority`); "
+        "then `key=value` for each setting whose value differs between that variant's runs of "
+        "the game (a "
+        "sweep's keys, as `replay.priority_exponent=0.4`): only runs that differ in their seed "
+        "alone are pooled as seeds.",
         "",
         "*published DQN at 1M*: MinAtar's DQN (Young & Tian 2019; uniform replay, DQN target: "
         "compare with dqn-uniform) read off the MinAtar README's figure, about ±10 % "
@@ -183,125 +194,113 @@ def explanation() -> list[str]:
         "and t₀.₉₇₅ 2.8 to 4.3: the interval is wide, and only a large, consistent difference "
         "leaves out zero. – where either side has a single seed.",
         "",
+        "*code*: the commits that ran the variant's runs (see Code below).",
+        "",
     ]
 
 
+def report_frames(variants: Sequence[VariantRuns]) -> list[int]:
+    """The frame counts of the tables: CHECKPOINTS and the longest budget of the runs."""
+    budget = max(run.info.total_frames for variant in variants for run in variant.runs)
+    return sorted({*CHECKPOINTS, budget})
+
+
 def markdown(
-    results_dir: Path, variants: Sequence[VariantRuns], figures: Sequence[str], notes: Sequence[str]
+    shown_as: str,
+    variants: Sequence[VariantRuns],
+    frames: Sequence[int],
+    figures: Sequence[str],
+    notes: Sequence[str],
 ) -> str:
+    """report.md; `shown_as` names the results reported, `frames` the tables' frame counts."""
     runs = sum(len(variant.runs) for variant in variants)
     games = len({variant.game for variant in variants})
     lines = [
-        f"# MinAtar: prioritized against uniform replay: `{results_dir}`",
+        f"# MinAtar: prioritized against uniform replay: {shown_as}",
         "",
         f"Runs: {runs} in {len(variants)} game × variant groups; games: {games}. "
         + protocol(variants),
         "",
         *explanation(),
-        *(line for frames in CHECKPOINTS for line in checkpoint_section(variants, frames)),
+        *(line for count in frames for line in checkpoint_section(variants, count)),
         "## Figures",
         "",
         f"Per seed (thin lines) the average return of its last {LAST_EPISODES} episodes at "
         "each episode's end; thick: their mean over the seeds that trained that far, on "
         f"{GRID_POINTS} equal steps of frames, with a ± standard-error band. Star: MinAtar's "
         "published "
-        "DQN at 1M frames; dashed line: at 5M frames (beyond these runs).",
+        "DQN at 1M frames; dashed line: at 5M frames (beyond these runs). Where a variant's "
+        "runs vary one number (a sweep's key), `minatar_<game>_<key>.png`: the last-100 return "
+        "at the largest frame count of the tables, mean ± standard error over seeds, against "
+        "it; dashed: the uniform variant's mean.",
         "",
         *[f"![{name}]({name})" for name in figures],
+        "",
+        *code_section(run.info.provenance for variant in variants for run in variant.runs),
     ]
     if notes:
         lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]
     return "\n".join(lines) + "\n"
 
 
-def _published_dqn(axes, reference: Reference, first_frames: int, last_frames: int) -> None:
-    """The published value at `first_frames` as a star there, at `last_frames` (beyond the
-    runs) as a dashed line: the axis then ends with the runs instead of at `last_frames`."""
-    note = "" if reference.comparable else " (older game version: not comparable)"
-    if first_frames in reference.returns:
-        axes.plot(
-            first_frames / 1e6,
-            reference.returns[first_frames],
-            marker="*",
-            markersize=12,
-            linestyle="none",
-            color=PUBLISHED_DQN_COLOUR,
-            label=f"published DQN at {first_frames / 1e6:g}M{note}",
-            clip_on=False,  # at the axis' right end when the runs end there
-        )
-    if last_frames in reference.returns:
-        axes.axhline(
-            reference.returns[last_frames],
-            color=PUBLISHED_DQN_COLOUR,
-            linestyle="--",
-            linewidth=1,
-            label=f"published DQN at {last_frames / 1e6:g}M{note}",
-        )
-
-
-def plot_minatar(
-    title: str,
-    bands: Sequence[SeedBand],
-    reference: Reference | None,
-    reference_frames: tuple[int, int],
-    path: Path,
-) -> None:
-    """One MinAtar game: per variant its seeds' last-100 averages as thin lines and their mean
-    over seeds as a thick line with a ± standard-error band, against frames; MinAtar's
-    published DQN at `reference_frames` (`_published_dqn`). The x axis ends at the later of
-    the runs' end and the first reference frame count."""
-    figure = Figure(figsize=(7, 4.5), dpi=100)
-    axes = figure.subplots()
-    colours = variant_colours([(band.name, band.kind) for band in bands])
-    for band in bands:
-        colour = colours[band.name]
-        for frames, curve in band.seeds:
-            axes.plot(frames / 1e6, curve, color=colour, linewidth=0.5, alpha=0.4)
-        millions = band.grid / 1e6
-        legend = f"{label(band.name)} ({len(band.seeds)} seeds)"
-        axes.plot(millions, band.mean, color=colour, linewidth=2, label=legend)
-        low, high = band.mean - band.error, band.mean + band.error
-        axes.fill_between(millions, low, high, color=colour, alpha=0.2, linewidth=0)
-    end = max(band.grid[-1] for band in bands)
-    if reference is not None:
-        _published_dqn(axes, reference, *reference_frames)
-        if reference_frames[0] in reference.returns:
-            end = max(end, reference_frames[0])
-    axes.set_xlim(0, end / 1e6)
-    axes.set_title(f"MinAtar {title}: training return (last 100 episodes)")
-    axes.set_xlabel("frames (millions)")
-    axes.set_ylabel("return: mean ± s.e. over seeds")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, framealpha=0.5)
-    figure.tight_layout()
-    figure.savefig(path)
-
-
-def build(results_dir: Path, out: Path) -> Path:
-    """Writes the figures and report.md into `out`; returns report.md's path. A directory
-    without exported MinAtar runs is a one-line ValueError naming it, before anything is
-    written."""
-    variants, notes = read_variants(results_dir)
-    if not variants:
-        raise ValueError(
-            f"{results_dir} holds no exported MinAtar run (config.yaml with env.kind minatar "
-            "beside a training_returns.csv); export runs with: "
-            "python -m reporting export RUN_DIR --out DIR"
-        )
-    notes += [
-        f"{count} {family} run(s) left out (not MinAtar): python -m reporting published"
-        for family, count in read_results(results_dir, FAMILY)[1].items()
-    ]
-    for note in notes:  # in report.md too: said here, so that no run is left out unseen
-        print(f"note: {note}", file=sys.stderr)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = []
+def curve_figures(variants: Sequence[VariantRuns], out: Path) -> list[str]:
+    """Per game its variants' curves (`plot_minatar`) into `out`; returns the file names."""
+    names = []
     for game in dict.fromkeys(variant.game for variant in variants):  # in report order
         ours = [variant for variant in variants if variant.game == game]
         end = max(run.trained_frames for variant in ours for run in variant.runs)
-        figures.append(f"minatar_{game}.png")
+        names.append(f"minatar_{game}.png")
         bands = [seed_band(variant, end) for variant in ours]
         reference = published_dqn().get(game)
-        plot_minatar(game_title(game), bands, reference, REFERENCE_FRAMES, out / figures[-1])
-    (out / "report.md").write_text(markdown(results_dir, variants, figures, notes))
+        plot_minatar(game_title(game), bands, reference, REFERENCE_FRAMES, out / names[-1])
+    return names
+
+
+def swept_figures(variants: Sequence[VariantRuns], frames: Sequence[int], out: Path) -> list[str]:
+    """Per game and key that a variant's runs vary as a number, the return at the largest of
+    `frames` that a run reached against it (`plot_against_key`); returns the file names."""
+    reached = [cells for cells in (cells_at(variants, count) for count in frames) if cells]
+    if not reached:
+        return []
+    cells = reached[-1]
+    names = []
+    for (game, key), lines in swept_lines(cells).items():
+        baseline_name = next(iter(lines.values()))[0].variant.baseline
+        baseline = [c for c in cells if (c.variant.game, c.variant.name) == (game, baseline_name)]
+        names.append(f"minatar_{game}_{key}.png")
+        plot_against_key(game_title(game), key, lines, next(iter(baseline), None), out / names[-1])
+    return names
+
+
+def build(
+    results_dir: Path,
+    out: Path,
+    shown_as: str | None = None,
+    source: Callable = lambda info: info.path,
+    name_others: bool = True,
+) -> Path:
+    """Writes the figures and report.md into `out`; returns report.md's path. `shown_as` names
+    the results in the report (default: `results_dir`), `source(info)` each run in its notes.
+    A directory without exported MinAtar runs is a one-line ValueError naming it, before
+    anything is written. The notes (also on stderr) name each run left out, and with
+    `name_others` how many runs of each other family there are."""
+    variants, notes = read_variants(results_dir, source)
+    if not variants:
+        raise ValueError(
+            f"{shown_as or results_dir} holds no exported MinAtar run (config.yaml with env.kind "
+            "minatar beside a training_returns.csv); export runs with: "
+            "python -m reporting export RUN_DIR --out DIR"
+        )
+    others = read_results(results_dir, FAMILY)[1] if name_others else {}
+    notes += [
+        f"{count} {family} run(s) left out (not MinAtar): python -m reporting published"
+        for family, count in others.items()
+    ]
+    for note in notes:  # in report.md too: said here, so that no run is left out unseen
+        print(f"note: {note}", file=sys.stderr)
+    shown_as = shown_as or f"`{results_dir}`"
+    out.mkdir(parents=True, exist_ok=True)
+    frames = report_frames(variants)
+    figures = [*curve_figures(variants, out), *swept_figures(variants, frames, out)]
+    (out / "report.md").write_text(markdown(shown_as, variants, frames, figures, notes))
     return out / "report.md"

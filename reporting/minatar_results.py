@@ -8,12 +8,13 @@ last episode is cut off at the budget and never logged, so episodes alone never 
 """
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from artifacts.provenance import code_of
 from artifacts.run_directory import RunDirectory, variant_name
 from envs.minatar import GAMES
 from reporting import seed_statistics
@@ -21,7 +22,8 @@ from reporting.curves import UNIFORM
 from reporting.results import (
     TRAINING_RETURNS,
     ExportedRun,
-    by_variant,
+    Setting,
+    by_setting,
     kind_key,
     packaged_rows,
     read_results,
@@ -53,13 +55,26 @@ class SeedRun:
 
 @dataclass(frozen=True)
 class VariantRuns:
-    """The runs of one game and variant (`RunDirectory.variant`), by seed."""
+    """The runs of one game and setting (`results.Setting`: the variant, and the values of the
+    keys varied between its runs), by seed: they differ in their seed alone."""
 
-    game: str
-    name: str
+    setting: Setting
     kind: str
     target_rule: str
     runs: tuple[SeedRun, ...]
+
+    @property
+    def game(self) -> str:
+        return self.setting.game
+
+    @property
+    def name(self) -> str:
+        return self.setting.name
+
+    @property
+    def code(self) -> str:
+        """The commits that made its runs (`artifacts.provenance.code_of`)."""
+        return code_of(run.info.provenance for run in self.runs)
 
     @property
     def baseline(self) -> str | None:
@@ -76,12 +91,12 @@ class VariantRuns:
         return np.array(last), np.array(running)
 
 
-def seed_run(run: ExportedRun) -> SeedRun | str:
-    """The exported run's episodes, or why it is left out."""
+def seed_run(run: ExportedRun, source: Callable = lambda info: info.path) -> SeedRun | str:
+    """The exported run's episodes, or why it is left out (naming it by `source(info)`)."""
     if run.returns is None:
-        return f"{run.info.path}: no {TRAINING_RETURNS} (not an exported run), left out"
+        return f"{source(run.info)}: no {TRAINING_RETURNS} (not an exported run), left out"
     if not run.returns.size:
-        return f"{run.info.path}: no training episode, left out"
+        return f"{source(run.info)}: no training episode, left out"
     frames = run.returns.frames
     tested = run.tests.frames if run.tests is not None else []
     trained = max([int(frames[-1]), *(int(f) for f in tested)])
@@ -89,7 +104,8 @@ def seed_run(run: ExportedRun) -> SeedRun | str:
 
 
 def variant_key(variant: VariantRuns) -> tuple:
-    """Games in MinAtar's order; per game the published target first, uniform first."""
+    """Games in MinAtar's order; per game the published target first, uniform first, a
+    variant's settings by their values."""
     target = variant.target_rule
     return (
         GAMES.index(variant.game) if variant.game in GAMES else len(GAMES),
@@ -97,25 +113,30 @@ def variant_key(variant: VariantRuns) -> tuple:
         TARGET_ORDER.index(target) if target in TARGET_ORDER else len(TARGET_ORDER),
         target,
         kind_key(variant.kind),
-        variant.name,
+        variant.setting.variant,
+        variant.setting.order,
     )
 
 
-def read_variants(results_dir: Path) -> tuple[list[VariantRuns], list[str]]:
-    """(the exported MinAtar runs below `results_dir` by game and variant, in `variant_key`
-    order; notes on the MinAtar runs left out). Runs of other families are not looked at."""
+def read_variants(
+    results_dir: Path, source: Callable = lambda info: info.path
+) -> tuple[list[VariantRuns], list[str]]:
+    """(the exported MinAtar runs below `results_dir` by game and setting, in `variant_key`
+    order; notes on the runs left out, naming each by `source(info)`). Runs of other families
+    are not looked at."""
     runs, notes = [], []
     for run in read_results(results_dir, FAMILY)[0]:
-        episodes = seed_run(run)
+        episodes = seed_run(run, source)
         if isinstance(episodes, str):
             notes.append(episodes)
         else:
             runs.append(episodes)
+    settings, repeats = by_setting(runs, source)
     variants = [
-        VariantRuns(game, name, members[0].info.kind, members[0].info.target_rule, members)
-        for (game, name), members in by_variant(runs).items()
+        VariantRuns(setting, members[0].info.kind, members[0].info.target_rule, members)
+        for setting, members in settings.items()
     ]
-    return sorted(variants, key=variant_key), notes
+    return sorted(variants, key=variant_key), notes + repeats
 
 
 @dataclass(frozen=True)

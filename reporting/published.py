@@ -3,11 +3,14 @@
     python -m reporting published results --out results/report
 
 Reads the Atari runs that `python -m reporting export` wrote (config.yaml, evaluations.csv)
-and writes into OUT one published_<game>.png per game (each replay variant's periodic-test
-score against frames, median and min–max over runs, with Dopamine's curves over the same
-frames) and report.md (per game and variant, the scores at the last frame count all its runs
-share). Dopamine's curves are training returns under another protocol (sticky actions, no
-no-op starts; reporting/data/README.md): a reference for the order of magnitude only.
+and writes into OUT, per game, published_<game>.png (each replay variant's periodic-test score
+against frames, median and min–max over runs, with Dopamine's curves over the same frames) and
+training_<game>.png (each variant's mean training return per 1M-frame iteration, the measure
+Dopamine published, beside its curves), and report.md (per game and variant, the test score at
+the last frame count all its runs share, and the training return of the last iteration all its
+runs completed). Dopamine's curves are training returns under another protocol (sticky
+actions, no no-op starts, ε at 0.01 after 1M frames; reporting/data/README.md): a reference for
+the order of magnitude only.
 """
 
 import functools
@@ -18,9 +21,18 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from artifacts.provenance import code_of
 from envs.games import resolve_game
 from evaluation.scores import normalized_score, reference_scores
-from reporting.markdown import format_interval, format_percent, format_score, markdown_row
+from reporting.dopamine import (
+    DOPAMINE_AGENTS,
+    ITERATION_FRAMES,
+    Band,
+    band_over,
+    dopamine_at,
+    iteration_means,
+)
+from reporting.markdown import code_section, format_percent, format_score, markdown_row
 from reporting.plots import DOPAMINE_COLOURS, label, variant_colours
 from reporting.results import (
     ATARI_FAMILY,
@@ -29,51 +41,15 @@ from reporting.results import (
     by_variant,
     count_name,
     kind_key,
-    packaged_rows,
     read_results,
 )
-
-DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
-DOPAMINE_AGENTS = ("DQN", "Rainbow")
-
-
-@dataclass(frozen=True)
-class Band:
-    """A curve against frames: the median and the min–max range over runs."""
-
-    frames: np.ndarray
-    median: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-    def until(self, frames: int) -> "Band":
-        keep = self.frames <= frames
-        return Band(self.frames[keep], self.median[keep], self.low[keep], self.high[keep])
-
-    def cell(self, index: int) -> str:
-        return format_interval(self.median[index], self.low[index], self.high[index])
-
-
-@functools.cache
-def dopamine_curves() -> dict[tuple[str, str], Band]:
-    """(ROM id, agent) -> Dopamine's curve; its game names (`mspacman`) resolve like ours."""
-    rows: dict[tuple[str, str], list[tuple[float, ...]]] = {}
-    for row in packaged_rows(DOPAMINE_CSV):
-        key = (resolve_game(row["game"]).rom_id, row["agent"])
-        rows.setdefault(key, []).append(
-            tuple(
-                float(row[column])
-                for column in ("frames", "median_return", "min_return", "max_return")
-            )
-        )
-    return {key: Band(*np.array(sorted(points)).T) for key, points in rows.items()}
 
 
 @dataclass(frozen=True)
 class Variant:
     """The runs of one game and variant (`RunDirectory.variant`): their band over the union of
-    their test frame counts (each point over the runs tested there) and the last frame count
-    all share."""
+    their test frame counts (each point over the runs tested there), the last frame count
+    all share, and the band of their training returns per iteration."""
 
     game: str
     name: str
@@ -81,6 +57,7 @@ class Variant:
     runs: tuple[ExportedRun, ...]  # each with at least one periodic test
     band: Band
     shared: int | None
+    training: Band | None  # iteration means of the training returns; None before the first
 
 
 def tested_runs(results_dir: Path) -> tuple[list[ExportedRun], list[str]]:
@@ -103,11 +80,21 @@ def tested_runs(results_dir: Path) -> tuple[list[ExportedRun], list[str]]:
     return tested, notes
 
 
-def band_over_runs(runs: Sequence[ExportedRun]) -> Band:
-    tests = [run.tests for run in runs]
-    frames = np.unique(np.concatenate([test.frames for test in tests]))
-    points = [[t.values[t.frames == f][0] for t in tests if f in t.frames] for f in frames]
-    return Band(frames, *(np.array([op(p) for p in points]) for op in (np.median, np.min, np.max)))
+def trained_frames(run: ExportedRun) -> int:
+    """The frames a run is known to have trained: its last periodic test or its last training
+    episode, whichever came later."""
+    ends = [series.frames[-1] for series in (run.tests, run.returns) if series and series.size]
+    return int(max(ends, default=0))
+
+
+def training_band(runs: Sequence[ExportedRun]) -> Band | None:
+    curves = [
+        iteration_means(run.returns.frames, run.returns.values, trained_frames(run))
+        for run in runs
+        if run.returns is not None
+    ]
+    curves = [curve for curve in curves if curve[0].size]
+    return band_over(curves) if curves else None
 
 
 def last_shared_frames(runs: Sequence[ExportedRun]) -> int | None:
@@ -115,34 +102,32 @@ def last_shared_frames(runs: Sequence[ExportedRun]) -> int | None:
     return int(shared[-1]) if shared.size else None
 
 
+def by_budget(runs: Sequence[ExportedRun]) -> list[tuple[ExportedRun, ...]]:
+    """The runs split by their length: runs of another budget are another experiment (β is
+    annealed over the run's own length), never pooled."""
+    budgets = sorted({run.info.total_frames for run in runs})
+    return [tuple(run for run in runs if run.info.total_frames == b) for b in budgets]
+
+
 def group_variants(runs: Sequence[ExportedRun]) -> list[Variant]:
-    """By game, then replay kind in the paper's order, then variant name."""
+    """By game, then replay kind in the paper's order, then variant name, then budget."""
     variants = [
         Variant(
             game,
             name,
             members[0].info.kind,
             members,
-            band_over_runs(members),
+            band_over([(run.tests.frames, run.tests.values) for run in members]),
             last_shared_frames(members),
+            training_band(members),
         )
-        for (game, name), members in by_variant(runs).items()
+        for (game, name), runs_of_variant in by_variant(runs).items()
+        for members in by_budget(runs_of_variant)
     ]
-    return sorted(variants, key=lambda v: (v.game, kind_key(v.kind), v.name))
-
-
-def dopamine_at(game: str, frames: int) -> tuple[int | None, dict[str, Band]]:
-    """(Dopamine's last frame count ≤ `frames`, each agent's curve up to it); (None, {}) for a
-    game Dopamine did not publish or a run shorter than its first point."""
-    curves = {
-        agent: dopamine_curves()[game, agent].until(frames)
-        for agent in DOPAMINE_AGENTS
-        if (game, agent) in dopamine_curves()
-    }
-    curves = {agent: band for agent, band in curves.items() if band.frames.size}
-    if not curves:
-        return None, {}
-    return int(max(band.frames[-1] for band in curves.values())), curves
+    return sorted(
+        variants,
+        key=lambda v: (v.game, kind_key(v.kind), v.name, v.runs[0].info.total_frames),
+    )
 
 
 def _budgets(variant: Variant) -> str:
@@ -170,6 +155,37 @@ def variant_row(variant: Variant) -> str:
             "–" if at is None else count_name(at),
             *(references[a].cell(-1) if a in references else "–" for a in DOPAMINE_AGENTS),
         ]
+    return markdown_row([*cells, code_of(run.info.provenance for run in variant.runs)])
+
+
+def last_training_iteration(variant: Variant) -> int | None:
+    """The last iteration every run of the variant completed, in frames; None before one."""
+    ends = [int(trained_frames(run) // ITERATION_FRAMES * ITERATION_FRAMES) for run in variant.runs]
+    last = min(ends)
+    band = variant.training
+    return last if band is not None and last in band.frames else None
+
+
+def training_row(variant: Variant) -> str:
+    """One markdown row of the training-return table (columns in `markdown`)."""
+    trained = ", ".join(
+        f"{trained_frames(run) / 1e6:.2f}M of {count_name(run.info.total_frames)}"
+        for run in variant.runs
+    )
+    cells = [resolve_game(variant.game).name, variant.name, str(len(variant.runs)), trained]
+    at = last_training_iteration(variant)
+    if at is None:
+        return markdown_row(cells + ["–"] * (2 + len(DOPAMINE_AGENTS)))
+    index = int(np.flatnonzero(variant.training.frames == at)[0])
+    references = dopamine_at(variant.game, at)[1]
+    cells += [
+        count_name(at),
+        variant.training.cell(index),
+        *(
+            references[a].cell(-1) if a in references and references[a].frames[-1] == at else "–"
+            for a in DOPAMINE_AGENTS
+        ),
+    ]
     return markdown_row(cells)
 
 
@@ -191,16 +207,34 @@ def markdown(
         "point at or before *frames* (*Dopamine at*), median [min, max] over 5 runs. They are "
         "average **training** returns per 1M-frame iteration with sticky actions (p = 0.25) and "
         "no no-op starts: a reference for the order of magnitude a correct agent reaches, not a "
-        "target (reporting/data/README.md). Dopamine published 10 games; – for the others.",
+        "target (reporting/data/README.md). Dopamine published 10 games; – for the others. "
+        "*code*: the commits that ran the variant's runs (see Code below).",
         "",
         "| game | variant | runs (seeds) | budget per run | frames | score | random | human | "
-        "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow | code |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *map(variant_row, variants),
+        "",
+        "## Training returns",
+        "",
+        "The measure Dopamine published: the mean return of the training episodes that ended "
+        "in each 1M-frame iteration (unclipped, whole games). *Iteration*: the last one every "
+        "run of the variant completed, ending at that frame count; median [min, max] over the "
+        "runs, and Dopamine's at the same iteration. Our training ε is the paper's (1 until "
+        "learning starts, then linear to 0.01 by 1M agent steps later, 4.2M frames); "
+        "Dopamine's DQN reaches 0.01 by 1M frames, so before 4.2M frames our returns are "
+        "played with more random actions.",
+        "",
+        "| game | variant | runs | frames trained | iteration | training return | "
+        "Dopamine DQN | Dopamine Rainbow |",
+        "|---|---|---|---|---|---|---|---|",
+        *map(training_row, variants),
         "",
         "## Figures",
         "",
         *[f"![{name}]({name})" for name in figures],
+        "",
+        *code_section(run.info.provenance for variant in variants for run in variant.runs),
     ]
     if notes:
         lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]
@@ -213,15 +247,24 @@ def _draw_band(axes, band: Band, colour: str, legend: str, **line) -> None:
     axes.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
 
 
-def plot_published(variants: Sequence[Variant], dopamine: Mapping[str, Band], path: Path) -> None:
-    """One game: each variant's periodic-test score (median, min–max band over runs) and
-    Dopamine's published curves dashed, against frames."""
+def plot_game(
+    variants: Sequence[Variant],
+    bands: Sequence[Band | None],
+    dopamine: Mapping[str, Band],
+    title: str,
+    path: Path,
+) -> None:
+    """One game: each variant's band (median, min–max over runs) and Dopamine's published
+    curves dashed, against frames."""
     figure = Figure(figsize=(7, 4.5), dpi=100)
     axes = figure.subplots()
-    colours = variant_colours([(variant.name, variant.kind) for variant in variants])
-    for variant in variants:
-        legend = f"{label(variant.name)} ({len(variant.runs)} runs)"
-        _draw_band(axes, variant.band, colours[variant.name], legend, marker=".")
+    # A variant at two budgets is two experiments: each its own colour and legend.
+    names = [f"{label(v.name)}, {count_name(v.runs[0].info.total_frames)}" for v in variants]
+    colours = variant_colours([(name, v.kind) for name, v in zip(names, variants, strict=True)])
+    for name, variant, band in zip(names, variants, bands, strict=True):
+        if band is not None:
+            legend = f"{name} frames ({len(variant.runs)} runs)"
+            _draw_band(axes, band, colours[name], legend, marker=".")
     for agent, band in dopamine.items():
         # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
         _draw_band(
@@ -234,7 +277,7 @@ def plot_published(variants: Sequence[Variant], dopamine: Mapping[str, Band], pa
         )
     random_score, _ = reference_scores(variants[0].game, "noop")
     axes.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
-    axes.set_title(f"{resolve_game(variants[0].game).name}: periodic test (no-op starts)")
+    axes.set_title(f"{resolve_game(variants[0].game).name}: {title}")
     axes.set_xlabel("emulator frames (millions)")
     axes.set_ylabel("score (median, min–max over runs)")
     axes.grid(True, alpha=0.3)
@@ -258,7 +301,14 @@ def build(results_dir: Path, out: Path) -> Path:
     for game in sorted({variant.game for variant in variants}):
         ours = [variant for variant in variants if variant.game == game]
         last = max(int(variant.band.frames[-1]) for variant in ours)
+        dopamine = dopamine_at(game, last)[1]
         figures.append(f"published_{game}.png")
-        plot_published(ours, dopamine_at(game, last)[1], out / figures[-1])
+        tests = [variant.band for variant in ours]
+        plot_game(ours, tests, dopamine, "periodic test (no-op starts)", out / figures[-1])
+        training = [variant.training for variant in ours]
+        if any(band is not None for band in training):
+            figures.append(f"training_{game}.png")
+            title = "training return per 1M-frame iteration"
+            plot_game(ours, training, dopamine, title, out / figures[-1])
     (out / "report.md").write_text(markdown(results_dir, variants, figures, notes))
     return out / "report.md"

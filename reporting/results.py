@@ -2,17 +2,22 @@
 
 Every report reads runs through this module, never a run's TensorBoard events: the published
 comparison and the MinAtar report read a results directory, the sweep report a scratch export
-of its multirun. `export` puts each run at
+of its directories. `export` puts each run at
 
     OUT/<game>/<variant>/seed<seed>_<total frames>/           an Atari run
     OUT/<family>/<game>/<variant>/seed<seed>_<total frames>/  a run of another family
 
 (the sweep report's scratch export keeps the multirun's own layout). Wherever it lies, an
 exported run is a run directory (`artifacts.run_directory`) holding the run's own config.yaml,
-`evaluations.csv` (one row per periodic test, EVALUATION_COLUMNS) and `training_returns.csv`
-(one row per training episode, RETURN_COLUMNS). Rows are in increasing step order, one per
-step. A value is the shortest decimal that reads back as TensorBoard's float32, and is read as
-that decimal: 12.333333 (a mean over 3 episodes) rather than float32's 12.333333015.
+its provenance.yaml (`artifacts.provenance`), `evaluations.csv` (one row per periodic test,
+EVALUATION_COLUMNS) and `training_returns.csv` (one row per training episode,
+RETURN_COLUMNS). Rows are in increasing step order, one per step. A value is the shortest
+decimal that reads back as TensorBoard's float32, and is read as that decimal: 12.333333 (a
+mean over 3 episodes) rather than float32's 12.333333015.
+
+The sweep and MinAtar reports show one row per `Setting` (`by_setting`): a game, a variant, and
+the values of the settings that differ between that variant's runs of the game (a sweep's
+keys), so that only runs that differ in their seed alone are pooled as seeds.
 """
 
 import csv
@@ -76,6 +81,78 @@ def packaged_rows(file_name: str) -> list[dict[str, str]]:
     return list(csv.DictReader(text.splitlines()))
 
 
+# Not a setting that tells runs apart: their seeds are pooled, their games reported apart.
+POOLED_KEYS = ("seed", "env.game")
+UNSET = "unset"
+
+
+def flat_settings(config: dict, prefix: str = "") -> dict[str, object]:
+    """A run config's settings by dotted key (`replay.priority_exponent`)."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flat_settings(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def setting_text(settings: dict[str, object], key: str) -> str:
+    """`key`'s value as a name shows it: YAML's words for null and booleans, a number by its
+    value (1 and 1.0 alike), `unset` where the config has no such key."""
+    value = settings.get(key, UNSET)
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        number = float(value)
+        return str(int(number)) if number.is_integer() and abs(number) < 1e15 else repr(number)
+    return str(value)
+
+
+def varied_keys(infos: Sequence[RunDirectory]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(game, variant) -> the settings whose values differ between its runs, but for
+    POOLED_KEYS, by key: what a sweep over that variant varied. Games are reported apart, so
+    what differs between games alone (a device, the threads) names nothing."""
+    configs: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for info in infos:
+        configs.setdefault((info.game, info.variant), []).append(flat_settings(info.config))
+    varied = {}
+    for place, flats in configs.items():
+        keys = set().union(*flats) - set(POOLED_KEYS)
+        texts = {key: {setting_text(flat, key) for flat in flats} for key in keys}
+        varied[place] = tuple(sorted(key for key in keys if len(texts[key]) > 1))
+    return varied
+
+
+def _order(text: str) -> tuple:
+    """Numbers by value before any other text."""
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a report shows as one row: a game, a variant and the values of the keys varied
+    between that variant's runs of that game (`varied_keys`), as `setting_text` writes them."""
+
+    game: str
+    variant: str
+    values: tuple[tuple[str, str], ...]  # (dotted key, value) by key
+
+    @property
+    def name(self) -> str:
+        """The variant, then `key=value` for each varied key: `dqn-proportional
+        replay.priority_exponent=0.4`."""
+        return " ".join([self.variant, *(f"{key}={value}" for key, value in self.values)])
+
+    @property
+    def order(self) -> tuple:
+        """The values in order, numbers by value: a setting's place beside its variant's."""
+        return tuple(_order(value) for _, value in self.values)
+
+
 @dataclass(frozen=True)
 class Series:
     """One exported file's values, by increasing agent step, with the frames of each step."""
@@ -133,9 +210,41 @@ def read_results(results_dir: Path, family: str) -> tuple[list[ExportedRun], dic
 Run = TypeVar("Run")  # an ExportedRun, or a report's view of one with the same `info`
 
 
+def _by_seed(runs: Sequence[Run]) -> list[Run]:
+    return sorted(runs, key=lambda run: (run.info.seed, str(run.info.path)))
+
+
 def by_variant(runs: Sequence[Run]) -> dict[tuple[str, str], tuple[Run, ...]]:
     """(game, variant) -> its runs, by seed then path; each report orders the groups."""
     groups: dict[tuple[str, str], list[Run]] = {}
-    for run in sorted(runs, key=lambda run: (run.info.seed, str(run.info.path))):
+    for run in _by_seed(runs):
         groups.setdefault((run.info.game, run.info.variant), []).append(run)
     return {key: tuple(members) for key, members in groups.items()}
+
+
+def by_setting(
+    runs: Sequence[Run], source=lambda info: info.path
+) -> tuple[dict[Setting, tuple[Run, ...]], list[str]]:
+    """(`Setting` -> its runs, by seed then path; a note, naming runs by `source(info)`, on
+    each run left out as a repeat: the same setting and seed as a run kept). The runs of a
+    setting differ in their seed alone: they are its seeds. Each report orders the groups."""
+    varied = varied_keys([run.info for run in runs])
+    groups: dict[Setting, list[Run]] = {}
+    notes = []
+    for run in _by_seed(runs):
+        info = run.info
+        values = flat_settings(info.config)
+        keys = varied[info.game, info.variant]
+        setting = Setting(
+            info.game, info.variant, tuple((k, setting_text(values, k)) for k in keys)
+        )
+        members = groups.setdefault(setting, [])
+        twin = next((member for member in members if member.info.seed == info.seed), None)
+        if twin is None:
+            members.append(run)
+        else:
+            notes.append(
+                f"{source(info)}: the same settings and seed as {source(twin.info)}, left out "
+                "(only seeds are pooled)"
+            )
+    return {key: tuple(members) for key, members in groups.items()}, notes

@@ -9,7 +9,7 @@ score; its spread is the episode standard deviation for one run, the standard de
 the runs' means for several. Across games, per variant: median and mean human-normalized score,
 the number of games above human (normalized > 100 %), and, when every game has the same number
 (>= 2) of runs, the interquartile mean with stratified-bootstrap 95 % confidence intervals
-(rliable, an optional extra: ``pip install 'per-atari[iqm]'``).
+(rliable, an optional extra: ``pip install '.[iqm]'``).
 
 Human-normalized scores and the paper's columns need a protocol with a reference table and
 runs of env kinds with human reference scores (Atari's; MinAtar has none): otherwise the table
@@ -162,7 +162,7 @@ def _iqm(runs: list[RunScore], *, reps: int, seed: int) -> dict:
     try:
         point, low, high = _rliable_iqm(matrix, reps=reps, seed=seed)
     except ImportError:
-        return {"iqm_note": "install rliable for the IQM: pip install 'per-atari[iqm]'"}
+        return {"iqm_note": "install rliable for the IQM: pip install '.[iqm]' in the checkout"}
     except Exception as error:  # rliable breaks with arch >= 8 and pandas >= 3
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return {"iqm_note": f"rliable failed ({first}); it needs arch<8 and pandas<3"}

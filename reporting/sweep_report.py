@@ -1,27 +1,26 @@
-"""The sweep report: per game and variant the statistics over seeds, the Figure 4
+"""The sweep report over Atari runs: per game and setting the statistics over seeds, the Figure 4
 learning-speed summary, the markdown table and the figures.
 
-The runs of the multirun are exported into a scratch directory first (`reporting.export`, one
-directory per run at its path relative to the multirun) and read back from there
-(`reporting.results`), so that the sweep report reads what the other reports read. Runs of one
-game and variant are its seeds, whatever else their configs say.
+It reads exported runs (`reporting.results`): `python -m reporting DIR` exports the runs below
+its directories into a scratch directory first (`export.export_scratch`). A row is a
+`results.Setting`: a game, a variant and the values of the keys varied between that variant's
+runs, so that only runs that differ in their seed alone are pooled as seeds.
 """
 
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from artifacts.run_directory import find_runs
+from artifacts.provenance import code_of
 from envs.games import resolve_game
 from evaluation.scores import reference_scores
 from reporting import curves, export
-from reporting.markdown import format_percent, format_score, markdown_row
+from reporting.markdown import code_section, format_percent, format_score, markdown_row
 from reporting.plots import label, variant_colours
-from reporting.results import ATARI_FAMILY, ExportedRun, Series, by_variant, kind_key, read_results
+from reporting.results import ExportedRun, Series, Setting, by_setting, kind_key
 
 MAX_EVAL_BINS = 200  # the paper's 200M frames hold 200 test evaluations
 EPISODE_BINS = 50  # training returns are irregular and noisy: average them over 2 % slices
@@ -29,14 +28,15 @@ EPISODE_BINS = 50  # training returns are irregular and noisy: average them over
 
 @dataclass(frozen=True)
 class Group:
-    """The runs of one game and variant, on the common grid (one row per run, by seed)."""
+    """The runs of one game and setting, on the common grid (one row per run, by seed)."""
 
     game: str
-    name: str  # the variant (`RunDirectory.variant`)
+    name: str  # the setting's (`results.Setting.name`): the variant and the varied values
     kind: str  # its replay kind
     seeds: tuple[int, ...]
     total_steps: int
     curves: np.ndarray  # runs × bins
+    code: str  # the commits that made its runs (`artifacts.provenance.code_of`)
 
     @property
     def median(self) -> np.ndarray:
@@ -50,6 +50,7 @@ class Report:
     groups: list[Group]
     speeds: list[curves.LearningSpeed]
     notes: list[str]
+    provenances: list  # each run's `artifacts.provenance.Provenance`
 
 
 def series(run: ExportedRun, tag: str) -> Series:
@@ -64,18 +65,31 @@ def grid_size(runs: Sequence[ExportedRun], tag: str) -> int:
     return EPISODE_BINS
 
 
-def group_runs(runs: Sequence[ExportedRun], tag: str, bins: int) -> list[Group]:
-    """By game, then replay kind in the paper's order, then variant name."""
+def _place(item: tuple[Setting, Sequence[ExportedRun]]) -> tuple:
+    setting, members = item
+    return (setting.game, kind_key(members[0].info.kind), setting.variant, setting.order)
+
+
+def group_runs(
+    runs: Sequence[ExportedRun], tag: str, bins: int, source: Callable
+) -> tuple[list[Group], list[str]]:
+    """(the groups by game, then replay kind in the paper's order, then variant name, then
+    the varied values; a note on each run left out as a repeat of another's setting and seed)."""
+    settings, notes = by_setting(runs, source)
     groups = []
-    for (game, name), members in by_variant(runs).items():
+    for setting, members in sorted(settings.items(), key=_place):
         rows = []
         for run in members:
             line = series(run, tag)
             rows.append(curves.binned(line.steps, line.values, run.info.total_steps, bins))
         seeds = tuple(run.info.seed for run in members)
         total_steps = max(run.info.total_steps for run in members)
-        groups.append(Group(game, name, members[0].info.kind, seeds, total_steps, np.array(rows)))
-    return sorted(groups, key=lambda group: (group.game, kind_key(group.kind), group.name))
+        code = code_of(run.info.provenance for run in members)
+        kind = members[0].info.kind
+        groups.append(
+            Group(setting.game, setting.name, kind, seeds, total_steps, np.array(rows), code)
+        )
+    return groups, notes
 
 
 def choose_curves(runs: Sequence[ExportedRun], source) -> tuple[str, list[ExportedRun], list[str]]:
@@ -93,37 +107,23 @@ def choose_curves(runs: Sequence[ExportedRun], source) -> tuple[str, list[Export
     return tag, shown, notes
 
 
-def build_report(multirun_dir: Path) -> Report:
-    """The report over the Atari runs at or below `multirun_dir` (a note for the others)."""
-    infos = find_runs(multirun_dir)
-    if not infos:
-        raise ValueError(f"{multirun_dir} holds no run: no config.yaml with a replay.kind below it")
-    with tempfile.TemporaryDirectory(prefix="sweep_export_") as scratch:
-        scratch = Path(scratch)
-        for info in infos:
-            # Not export's own layout: runs that differ only in a setting the variant name does
-            # not carry (a sweep over the priority exponent) would share a destination there.
-            export.write(export.read_run(info), scratch / info.path.relative_to(multirun_dir))
-        runs, others = read_results(scratch, ATARI_FAMILY)
-        tag, shown, notes = choose_curves(
-            runs, lambda info: multirun_dir / info.path.relative_to(scratch)
-        )
-        notes += [
-            f"{count} {family} run(s) left out (not Atari): python -m reporting export, then "
-            f"python -m reporting {family}"
-            for family, count in others.items()
-        ]
-        if not shown:
-            raise ValueError(f"{multirun_dir}: no run has scalars to report ({'; '.join(notes)})")
-        bins = grid_size(shown, tag)
-        groups = group_runs(shown, tag, bins)
+def build_report(runs: Sequence[ExportedRun], source: Callable) -> Report:
+    """The report over exported Atari `runs`, each named in notes by `source(info)`; a
+    ValueError where none has scalars to report."""
+    tag, shown, notes = choose_curves(runs, source)
+    if not shown:
+        raise ValueError(f"no Atari run has scalars to report ({'; '.join(notes)})")
+    bins = grid_size(shown, tag)
+    groups, repeats = group_runs(shown, tag, bins, source)
     medians = {(group.game, group.name): group.median for group in groups}
     random_scores = {group.game: reference_scores(group.game, "noop")[0] for group in groups}
-    return Report(tag, bins, groups, curves.learning_speed(medians, random_scores), notes)
+    speeds = curves.learning_speed(medians, random_scores)
+    provenances = [run.info.provenance for run in shown]
+    return Report(tag, bins, groups, speeds, notes + repeats, provenances)
 
 
 def game_rows(report: Report) -> list[str]:
-    """One markdown row per game and variant (see `markdown` for the columns)."""
+    """One markdown row per game and setting (see `markdown` for the columns)."""
     uniform_best = {g.game: np.nanmax(g.median) for g in report.groups if g.name == curves.UNIFORM}
     rows = []
     for group in report.groups:
@@ -146,6 +146,7 @@ def game_rows(report: Report) -> list[str]:
             format_score(final),
             format_score(best),
             *map(format_percent, (*human, versus, reaches)),
+            group.code,
         ]
         rows.append(markdown_row(cells))
     return rows
@@ -160,7 +161,8 @@ def speed_rows(report: Report) -> list[str]:
     ]
 
 
-def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
+def markdown(report: Report, shown_as: str, figures: Sequence[str]) -> str:
+    """report.md; `shown_as` names the directories reported."""
     source = (
         "test evaluations (`eval/score`, no-op starts, ε 0.01)"
         if report.tag == export.EVAL_TAG
@@ -168,7 +170,7 @@ def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
     )
     seeds = sorted({len(g.seeds) for g in report.groups})
     lines = [
-        f"# Sweep report: `{multirun_dir}`",
+        f"# Sweep report: {shown_as}",
         "",
         f"{len(report.groups)} game × variant groups, {'/'.join(map(str, seeds))} seeds each; "
         f"scores are {source}, on {report.bins} points per run (fractions of its training).",
@@ -179,13 +181,19 @@ def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
         "## Per game",
         "",
         "| game | variant | seeds | final score | best score | final, human-norm. | "
-        "best, human-norm. | best vs uniform | reaches uniform's best at |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "best, human-norm. | best vs uniform | reaches uniform's best at | code |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         *game_rows(report),
         "",
-        "*final*: median over seeds of the last point; *best*: median over seeds of each "
-        "seed's best point; *best vs uniform* and *reaches …*: the median curve's best so far, "
-        "and the first fraction of training where it matches the uniform median's best.",
+        "*variant*: the replay kind and what else differs from the paper "
+        "(`artifacts.run_directory.variant_name`), then `key=value` for each setting whose "
+        "value differs between that variant's runs of the game: only runs that differ in their "
+        "seed alone "
+        "are pooled. *final*: median over seeds of the last point; *best*: median over seeds "
+        "of each seed's best point; *best vs uniform* and *reaches …*: the median curve's "
+        "best so far, and the first fraction of training where it matches the uniform "
+        "median's best. "
+        "*code*: the commits that ran its runs (see Code below).",
         "",
         "## Learning speed (Figure 4)",
         "",
@@ -202,6 +210,8 @@ def markdown(report: Report, multirun_dir: Path, figures: Sequence[str]) -> str:
         "## Figures",
         "",
         *[f"![{name}]({name})" for name in figures],
+        "",
+        *code_section(report.provenances),
     ]
     if report.notes:
         lines += ["", "## Left out", "", *[f"- {note}" for note in report.notes]]

@@ -4,11 +4,14 @@ launchers and clusters alike, and job directories have short, readable, unique n
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
 
+from artifacts.provenance import code_state, read_starts
+from replay.priority_signals import PRIORITY_SIGNALS
 from training.sweep_checks import NAME_BYTES, job_directory_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,35 +57,66 @@ def plugin_missing(module: str) -> bool:
 
 
 def test_a_job_directory_is_named_by_its_overrides_within_the_length_limit():
-    assert job_directory_name("replay=proportional,seed=0") == "replay=proportional,seed=0"
-    assert job_directory_name("env.game=ALE/Pong-v5") == "env.game=ALE_Pong-v5"
-    assert job_directory_name("") == "run"
-    long = ",".join(f"train.setting_{i}={i}" for i in range(40))
+    assert job_directory_name(["seed=0", "replay=proportional"]) == "replay=proportional,seed=0"
+    assert job_directory_name(["env.game=ALE/Pong-v5"]) == "env.game=ALE_Pong-v5"
+    assert job_directory_name(["experiment=demo", "seed=1"], ["experiment"]) == "seed=1"
+    assert job_directory_name(["seed=1"], ["seed"]) == "run"
+    assert job_directory_name(["+a.b=1", "seed=2"], [], ":", ";") == "+a.b:1;seed:2"
+    # A long value: each key stays in the name, the value is its beginning and a digest.
+    long = ["env.game=pong", f"agent.layers=[{','.join(['512'] * 40)}]"]
     name = job_directory_name(long)
-    assert len(name.encode()) == NAME_BYTES
-    assert long.startswith(name[:-9]) and name[-9] == "-"
-    other = job_directory_name(long.replace("=39", "=40"))
-    assert other != name and other[:-9] == name[:-9]  # cut alike, told apart by the digest
-    assert len(job_directory_name("é" * 200).encode()) <= NAME_BYTES  # not cut inside a letter
+    assert name.startswith("agent.layers=[512,5") and name.endswith(",env.game=pong")
+    assert len(name.encode()) <= NAME_BYTES
+    other = job_directory_name([long[0], long[1].replace("512]", "256]")])
+    assert other != name and other[:19] == name[:19]  # alike at first, told apart by the digest
+    # Too many keys for that: cut, ending in a digest of all of them.
+    many = [f"train.setting_{i}={i}" for i in range(40)]
+    cut = job_directory_name(many)
+    assert len(cut.encode()) == NAME_BYTES and cut[-9] == "-"
+    assert ",".join(sorted(many)).startswith(cut[:-9])
+    assert job_directory_name([*many[:-1], "train.setting_39=40"]) != cut
+    accented = job_directory_name([f"a{i}='{'é' * 30}'" for i in range(9)])
+    assert len(accented.encode()) <= NAME_BYTES  # not cut inside a letter
 
 
-def test_a_sweep_with_many_overrides_runs_each_job_in_a_short_directory(tmp_path):
+def test_jobs_are_named_by_the_keys_the_sweep_varies_and_a_rerun_finds_them(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    done = sweep(*TINY, *MANY, "seed=0,1", f"hydra.sweep.dir={sweep_dir}")
+    earlier = sweep_dir / "replay.priority_exponent=0.4,seed=0"  # named by another command
+    earlier.mkdir(parents=True)
+    (earlier / "config.yaml").write_text("seed: 0\n")
+    arguments = [*TINY, *MANY, "replay=proportional", f"hydra.sweep.dir={sweep_dir}"]
+    done = sweep(*arguments, "replay.priority_exponent=0.4,0.6")
     assert done.returncode == 0, done.stderr[-3000:]
-    runs = [path for path in sweep_dir.iterdir() if path.is_dir()]
-    seeds = {yaml.safe_load((run / "config.yaml").read_text())["seed"]: run for run in runs}
-    assert sorted(seeds) == [0, 1]
-    for run in runs:
-        # The seeds are cut off the names (keys come in alphabetical order): the digests at
-        # their ends tell them apart.
-        assert len(run.name.encode()) <= NAME_BYTES
-        assert run.name.startswith("agent.device=cpu,agent.discount=0.99,")
+    assert (
+        f"note: {sweep_dir} holds runs that no job of this sweep is named for, left as they "
+        f"are: {earlier.name} (jobs are named by the keys the sweep varies)\n"
+    ) in done.stderr
+    for alpha in (0.4, 0.6):
+        run = sweep_dir / f"replay.priority_exponent={alpha}"
+        assert yaml.safe_load((run / "config.yaml").read_text())["replay"]["priority_exponent"] == (
+            alpha
+        )
         assert (run / "agent_final.pt").is_file()
-    # Which overrides each job ran: the sweep's in multirun.yaml, each job's values in its
-    # config.yaml (above).
-    recorded = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())
-    assert recorded["hydra"]["overrides"]["task"] == [*TINY, *MANY, "seed=0,1"]
+        # What made the run, beside its config: the code's commit and the libraries.
+        (start,) = read_starts(run / "provenance.yaml")
+        assert start["step"] == 0 and start["commit"] == code_state()[0]
+        assert start["torch"] == metadata.version("torch")
+    # Which overrides the sweep ran, and the keys it left out of the names: multirun.yaml.
+    recorded = yaml.safe_load((sweep_dir / "multirun.yaml").read_text())["hydra"]
+    assert recorded["overrides"]["task"] == [
+        *TINY,
+        *MANY,
+        "replay=proportional",
+        "replay.priority_exponent=0.4,0.6",
+    ]
+    fixed = sorted(override.split("=")[0] for override in [*TINY, *MANY, "replay=proportional"])
+    assert recorded["job"]["config"]["override_dirname"]["exclude_keys"] == fixed
+    # The same command again finds each job's run, and the values in another order too.
+    again = sweep(*arguments, "replay.priority_exponent=0.6,0.4")
+    assert again.returncode == 0, again.stderr[-3000:]
+    for alpha in (0.6, 0.4):
+        run = sweep_dir / f"replay.priority_exponent={alpha}"
+        assert f"run {run} is finished: nothing to do" in again.stderr
 
 
 def test_a_job_hydra_cannot_compose_ends_the_sweep_before_any_job_starts(tmp_path):
@@ -140,6 +174,6 @@ def test_a_cluster_sweep_leaves_what_depends_on_the_machine_to_its_jobs(tmp_path
     assert done.returncode == 2
     assert done.stderr == (
         "error: job 1 (replay.priority_signal=bogus): replay.priority_signal=bogus is not "
-        "allowed: must be one of td_error, td_error_change, parameter_change, huber_loss\n"
+        f"allowed: must be one of {', '.join(PRIORITY_SIGNALS)}\n"
     )
     assert list(tmp_path.iterdir()) == []

@@ -1,8 +1,8 @@
 """The settings' defaults as Hydra configs: configs/ builds each section on its schema's
 defaults through the defaults lists (`- /agent_settings@_here_`, ...), so that a default is
-written once, in its schema. Hydra stores them at every start (hydra_plugins/per_atari). Each
-replay kind and env kind has its own, named after it, so that a new sampler or environment
-needs no line here."""
+written once, in its schema. Whatever composes configs/ stores them first: train.py before
+Hydra starts, the tests' compose API in tests/conftest.py. Each replay kind and env kind has its
+own, named after it, so that a new sampler or environment needs no line here."""
 
 from hydra.core.config_store import ConfigStore
 

@@ -86,6 +86,8 @@ class Training:
         self.episode_return = 0.0
         # The update in flight: (its step, its batch, its PendingLearn), or None.
         self.learning: tuple | None = None
+        # The next step's action where it was chosen right behind an update (`_learn`).
+        self.next_action: int | None = None
         self.periodic_test = PeriodicTest(
             self.cfg, run_dir, parts.rngs["evaluation"], lambda: stop.signal is not None
         )
@@ -164,7 +166,9 @@ class Training:
 
     def _act_and_store(self) -> None:
         parts, t = self.parts, self.cfg.train
-        action = parts.agent.policy.act(parts.frame_stack.state, self.epsilon())
+        action, self.next_action = self.next_action, None
+        if action is None:  # not chosen behind an update (`_learn`): choose it now
+            action = parts.agent.policy.act(parts.frame_stack.state, self.epsilon())
         frame, reward, terminated, truncated, info = parts.env.step(action)
         self.episode_return += reward
         clip = t.reward_clip
@@ -189,16 +193,28 @@ class Training:
 
     def _learn(self) -> None:
         """One update, settled at once (Algorithm 1's order) or, in pipelined mode (CUDA), at
-        the next update: the 4 steps between act with the copy the agent took when it started."""
+        the next update: the 4 steps between act with the copy the agent took when it started.
+
+        The next step's action is chosen right behind the update, before its priorities and
+        this step's bookkeeping: it needs only the parameters the update leaves and the state
+        the env gave, and nothing between here and the next step touches those or the agent's
+        generator. On CUDA its forward pass queues behind the update, so that one wait covers
+        both. The same actions and parameters as acting at the next step's start."""
         self._settle_learning()
         batch = self.parts.replay.sample(self.importance_exponent())
         self.learning = (self.step, batch, self.parts.agent.start_learning(batch))
+        if self.step < self.cfg.train.total_steps:
+            self._act_ahead()
         if self.compiling and self.parts.agent.compile_failure is not None:
             self.compiling = False  # the update this step ran eagerly, as every later one will
             failure = f"torch.compile failed ({self.parts.agent.compile_failure})"
             self.record.fall_back(self.step, "agent.torch_compile", failure)
         if not self.parts.agent.pipelined:
             self._settle_learning()
+
+    def _act_ahead(self) -> None:
+        state, epsilon = self.parts.frame_stack.state, self.epsilon(self.step + 1)
+        self.next_action = self.parts.agent.policy.act(state, epsilon)
 
     def _settle_learning(self) -> None:
         """Finish the update in flight: its priorities and statistics. It runs before anything
@@ -231,13 +247,14 @@ class Training:
         end_step = t.total_steps if end_step is None else end_step
         return linear_schedule(start, end, t.learning_start_steps, end_step, self.step)
 
-    def epsilon(self) -> float:
-        """1 until learning starts, then linear over `epsilon_decay_steps` (DeepMind's code: the
-        replay-start actions are all random, none from the untrained network)."""
+    def epsilon(self, step: int | None = None) -> float:
+        """ε at `step` (by default this one): 1 until learning starts, then linear over
+        `epsilon_decay_steps` (DeepMind's code: the replay-start actions are all random, none
+        from the untrained network)."""
         t = self.cfg.train
-        begin = t.learning_start_steps
+        begin, step = t.learning_start_steps, self.step if step is None else step
         return linear_schedule(
-            t.epsilon_start, t.epsilon_final, begin, begin + t.epsilon_decay_steps, self.step
+            t.epsilon_start, t.epsilon_final, begin, begin + t.epsilon_decay_steps, step
         )
 
     def importance_exponent(self) -> float:

@@ -9,6 +9,7 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
+from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
@@ -39,6 +40,15 @@ def _replay_scalars(replay) -> dict[str, float]:
     if replay.priority_exponent is not None:  # uniform replay has no α
         scalars["replay/priority_exponent"] = replay.priority_exponent
     return scalars
+
+
+def write_scalars(writer: SummaryWriter, scalars: dict[str, float], step: int) -> None:
+    """`scalars` at `step` in one TensorBoard event. Each tag reads back with the value and
+    step `writer.add_scalar` gives it (a float32 `simple_value`), but the event is built,
+    serialized and checksummed once, not once a scalar: the writer's thread computes its
+    CRC-32C in pure Python, holding the interpreter lock the training loop needs."""
+    values = [Summary.Value(tag=tag, simple_value=float(value)) for tag, value in scalars.items()]
+    writer._get_file_writer().add_summary(Summary(value=values), step)
 
 
 def check_event_files(run_dir: Path, progress_state: dict) -> list[str]:
@@ -132,10 +142,15 @@ class Progress:
         self._updates += 1
 
     def episode(self, step: int, episode_return: float, length_frames: int) -> None:
+        """The episode's return and length against agent steps and against frames: one event
+        for each x-axis (both in one where a step is one frame, as on MinAtar)."""
         self.returns.append(episode_return)
-        for tag, value in (("return", episode_return), ("length_frames", length_frames)):
-            self.writer.add_scalar(f"episode/{tag}", value, step)
-            self.writer.add_scalar(f"episode_vs_frames/{tag}", value, step * self.frame_skip)
+        events: dict[int, dict[str, float]] = {}
+        for axis, x in (("episode", step), ("episode_vs_frames", step * self.frame_skip)):
+            values = {f"{axis}/return": episode_return, f"{axis}/length_frames": length_frames}
+            events.setdefault(x, {}).update(values)
+        for x, scalars in events.items():
+            write_scalars(self.writer, scalars, x)
 
     def period(self, step: int, scalars: dict[str, float], replay) -> None:
         """Write this period's `scalars` (the loop's schedules), the replay's and the
@@ -150,8 +165,7 @@ class Progress:
                 scalars[f"train/{name}"] = self._sums[name] / self._updates
             scalars["replay/mean_weight"] = self._sums["mean_weight"] / self._updates
             scalars["replay/max_weight"] = self._max_weight
-        for tag, value in scalars.items():
-            self.writer.add_scalar(tag, value, step)
+        write_scalars(self.writer, scalars, step)
         last = f"{self.returns[-1]:.0f}" if self.returns else "-"
         mean = f"{np.mean(self.returns):.1f}" if self.returns else "-"
         self.bar.set_postfix_str(

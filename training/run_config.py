@@ -17,6 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
+from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
 from envs.registry import environment_kind
@@ -107,6 +108,15 @@ def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
     if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
         write_atomically(path, OmegaConf.to_yaml(config_record(cfg)).encode())
+
+
+def record_start(run_dir: Path, step: int) -> None:
+    """Add this start of the run, at agent step `step` (its first, 0, or the checkpoint it
+    resumed from), to its provenance.yaml: the code's commit, the libraries' versions
+    (`artifacts.provenance`). Only once the run has started: a refused resume leaves the
+    file as it was."""
+    path = RunDirectory(run_dir).provenance_file
+    write_atomically(path, with_start(read_starts(path), this_start(step)).encode())
 
 
 def remove_created_directories(run_dir: Path) -> None:

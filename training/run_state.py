@@ -59,6 +59,9 @@ def capture_run_state(training) -> dict:
         "torch_rng": torch.get_rng_state(),  # unused by training today; kept for exactness
         "torch_threads": torch.get_num_threads(),  # `threads: auto` resumes with it
         "learning": _learning_in_flight(training),
+        # The next step's action where it was chosen behind an update: the agent's generator
+        # has drawn it already, so the resumed run must take it, not choose again.
+        "next_action": training.next_action,
         "progress": training.progress.state_dict(),
         **training.record.state_dict(),  # the config it runs with, the changes since its start
         **training.periodic_test.state_dict(),  # its best score and pending tests
@@ -84,6 +87,7 @@ def restore_run_state(training, state: dict) -> None:
     for name, rng in parts.rngs.items():
         rng.bit_generator.state = state["rngs"][name]
     torch.set_rng_state(state["torch_rng"])
+    training.next_action = state["next_action"]
     learning = state["learning"]  # None: nothing in flight (always outside pipelined mode)
     if learning is not None:
         batch = SimpleNamespace(indices=learning["indices"], weights=learning["weights"])

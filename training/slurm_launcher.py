@@ -14,6 +14,7 @@ changes a training sweep needs.
 
 import logging
 import os
+import shlex
 import signal
 import sys
 import time
@@ -34,6 +35,10 @@ from training.sweep_checks import job_label
 log = logging.getLogger(__name__)
 # How often the sweep looks for finished jobs (submitit asks SLURM less often, as they age).
 POLL_SECONDS = 1.0
+# The checkout the sweep runs from: the project is not installed (pyproject.toml), and a job
+# unpickles this launcher and train.py's task before any of its code runs, wherever SLURM
+# starts it.
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def _run_stops_on_sigterm() -> bool:
@@ -54,7 +59,8 @@ def _last_word_of_the_run(log_path: Path) -> str:
 
 class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
     """Started by hydra_plugins/per_atari/slurm_launcher.py in the sweep's process, and
-    pickled into every SLURM job (a job imports this module, installed with the project)."""
+    pickled into every SLURM job (a job imports this module from the sweep's checkout, which
+    its script puts on PYTHONPATH: `job_setup`)."""
 
     def __call__(self, *arguments, **keywords) -> JobReturn:
         """Runs in the SLURM job. submitit's handler of its preemption signal requeues the job
@@ -122,6 +128,7 @@ class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
             slurm_max_num_timeout=params.pop("max_num_timeout"),
         )
         shared_keys = set(OmegaConf.structured(BaseQueueConf).keys())
+        params["setup"] = job_setup(params.get("setup"))
         executor.update_parameters(
             **{key if key in shared_keys else f"slurm_{key}": v for key, v in params.items()}
         )
@@ -166,6 +173,13 @@ class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
             if pending:
                 time.sleep(POLL_SECONDS)
         return [returns[i] for i in sorted(returns)], [failures[i] for i in sorted(failures)]
+
+
+def job_setup(setup: Sequence[str] | None) -> list[str]:
+    """The job script's lines before the job starts: the checkout on PYTHONPATH, then the
+    user's (`hydra.launcher.setup`, such as activating an environment)."""
+    checkout = shlex.quote(str(CHECKOUT))
+    return [f"export PYTHONPATH={checkout}${{PYTHONPATH:+:$PYTHONPATH}}", *(setup or [])]
 
 
 def _outcome(job, label: str) -> tuple[JobReturn | None, str | None]:

@@ -8,7 +8,7 @@
     python -m evaluation.human_starts verify pong_starts.npz
     python -m evaluation.human_starts show pong_starts.npz png=pong_starts.png
 
-``record`` needs pygame (``pip install 'per-atari[play]'``) and a display; ``play`` logs an
+``record`` needs pygame (``pip install '.[play]'``) and a display; ``play`` logs an
 agent's ε-greedy games with its run's env settings instead. ``show`` writes its PNG with
 matplotlib. Formats: ``start_state_file`` (start-state files), ``trajectories`` (trajectory
 files). ``sample`` (and so ``record``) writes a file only once every start point has passed

@@ -121,7 +121,8 @@ def record_trajectories(
         from gymnasium.utils.play import play
     except ImportError:
         raise ValueError(
-            "keyboard recording needs pygame: pip install 'per-atari[play]' (or pip install pygame)"
+            "keyboard recording needs pygame: pip install '.[play]' in the checkout "
+            "(or pip install pygame)"
         ) from None
     env = replay_env(game)
     recorder = KeyboardRecorder(

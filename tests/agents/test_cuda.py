@@ -14,6 +14,9 @@ from test_double_dqn import assert_freed_on_del, make_agent, random_batch
 from agents import acceleration
 from agents.acceleration import CapturedCall
 from agents.policy import EpsilonGreedy
+from replay.buffer import ReplayBuffer
+from replay.registry import SAMPLERS
+from replay.storage import FrameStorage
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -172,6 +175,28 @@ def test_states_already_on_the_cuda_device_give_the_same_update():
         states = torch.from_numpy(batch.all_states).to(on_device.device)
         moved = dataclasses.replace(batch, all_states=states)
         np.testing.assert_allclose(on_device.learn(moved).td_errors, expected.td_errors, **SAME)
+
+
+def test_states_gathered_into_page_locked_memory_give_the_same_update():
+    """A replay built for a CUDA learner gathers its states into page-locked memory, which
+    the update copies to the device from where it is."""
+    rng = np.random.default_rng(10)
+    storage = FrameStorage(64, 4, (84, 84))
+    storage.start_episode(rng.integers(0, 256, (84, 84), dtype=np.uint8))
+    for _ in range(63):
+        storage.add(int(rng.integers(6)), 0.0, False, rng.integers(0, 256, (84, 84), np.uint8))
+    replay = ReplayBuffer(
+        storage, SAMPLERS["uniform"](64, rng), 32, td_error_clip=1.0, pin_memory=True
+    )
+    locked, plain = make_agent(seed=10, device="cuda"), make_agent(seed=10, device="cuda")
+    for _ in range(3):
+        batch = replay.sample(1.0)
+        assert torch.from_numpy(batch.all_states).is_pinned()
+        copied = dataclasses.replace(batch, all_states=batch.all_states.copy())
+        np.testing.assert_allclose(
+            locked.learn(batch).td_errors, plain.learn(copied).td_errors, **SAME
+        )
+    assert_parameters_close(locked.online, plain.online, SAME)
 
 
 def test_a_real_cuda_capture_that_fails_falls_back_to_the_eager_call(capsys):

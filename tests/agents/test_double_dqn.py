@@ -287,6 +287,33 @@ def test_staging_buffers_copy_and_are_reused():
     assert resized[0].shape == (12, 4, 84, 84)
 
 
+def test_an_array_already_page_locked_is_copied_to_the_device_from_where_it_is(monkeypatch):
+    """The replay gathers states into page-locked memory for a CUDA learner: they take one
+    copy to the device, not a copy into the staging buffer first. Without a GPU nothing is
+    page-locked, so the states' memory is declared so here."""
+    batch = random_batch(batch_size=4)
+    locked = torch.from_numpy(batch.all_states).data_ptr()
+    monkeypatch.setattr(torch.Tensor, "is_pinned", lambda tensor: tensor.data_ptr() == locked)
+    staging = PinnedStaging(torch.device("cpu"), pin_memory=False)
+    arrays = (batch.all_states, batch.actions, batch.weights)
+    copies = []
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.Tensor, "copy_", recorded_copy(torch.Tensor.copy_, copies))
+        on_device = staging.to_device(arrays)
+    assert [source.data_ptr() == locked for source in copies] == [True, False, False, False, False]
+    for tensor, array in zip(on_device, arrays, strict=True):
+        np.testing.assert_array_equal(tensor.numpy(), array)
+        assert not np.shares_memory(tensor.numpy(), array)
+
+
+def recorded_copy(copy, sources: list):
+    def recorded(destination, source, *args, **kwargs):
+        sources.append(source)
+        return copy(destination, source, *args, **kwargs)
+
+    return recorded
+
+
 @pytest.mark.parametrize("batch_size", [16, 32, 64])
 def test_rmsprop_epsilon_gives_the_summed_loss_update_at_any_batch_size(batch_size):
     """DeepMind's ε (0.01) is for a minibatch-summed loss; for our mean loss the optimizer

@@ -1,4 +1,4 @@
-"""Runs too old to resume are refused in one line naming the first version that resumes."""
+"""Runs too old to resume are refused in one line naming the version and what it lacks."""
 
 from pathlib import Path
 
@@ -10,8 +10,8 @@ from artifacts.upgrade import check_resumable, upgrade_config
 from training.validation import validate_config
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
-# config.yaml as the commit before 7ddb4ad wrote it: no evaluation section.
-BEFORE_7DDB4AD = {
+# config.yaml as the last revision before runs recorded their evaluation settings wrote it.
+BEFORE_EVALUATION_SETTINGS = {
     "seed": 0,
     "resume": None,
     "train": {"total_steps": 50_000_000, "log_period_steps": 10_000},
@@ -21,13 +21,14 @@ BEFORE_7DDB4AD = {
     "replay": {"kind": "uniform", "capacity": 1_000_000},
 }
 TOO_OLD = (
-    "resume=runs/pong/uniform/old: the run was written by a version too old to resume; runs "
-    "written from commit 7ddb4ad on can be resumed"
+    "resume=runs/pong/uniform/old: the run was written by a version too old to resume (an "
+    "early 0.1.0: its config.yaml has no evaluation.every_frames); runs that record their "
+    "evaluation settings can be resumed"
 )
 
 
-def test_a_run_from_before_7ddb4ad_is_refused_naming_the_first_version_that_resumes():
-    stored = upgrade_config({**BEFORE_7DDB4AD, "resume": "runs/pong/uniform/old"})
+def test_a_run_from_before_the_evaluation_settings_is_refused_naming_what_it_lacks():
+    stored = upgrade_config({**BEFORE_EVALUATION_SETTINGS, "resume": "runs/pong/uniform/old"})
     with pytest.raises(ValueError) as error:
         check_resumable(stored)
     assert str(error.value) == TOO_OLD

@@ -5,6 +5,8 @@ overrides in a row of its own."""
 
 import importlib.util
 import json
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -97,8 +99,58 @@ def test_the_table_compares_prioritized_with_uniform_only_under_the_same_overrid
     notes = capsys.readouterr().out.split("\n\n")[-1].splitlines()
     assert notes == [
         "device: cuda:0 (stand-in)",
-        "prioritized (proportional) over uniform (--set agent.cuda_graphs=true): +6.7 % per step",
+        "prioritized (proportional) over uniform (--set agent.cuda_graphs=true): the replay's "
+        "rows take 40 against 40 µs per agent step, +0.0 % of a prioritized step",
     ]
+
+
+def piece_file(folder: Path, piece: str, rows: dict[str, float], total_us: float) -> None:
+    """A piece as a GPU lease saves it, one run with the figures the table reads."""
+    figures = {
+        "steps_per_second": 1e6 / total_us,
+        "steps_per_second_without_test": 1e6 / total_us,
+        "ms_per_update": 1.0,
+        "us_per_step": {"env": 600.0, "act": 200.0, **rows},
+        "total_us_per_step": total_us,
+    }
+    record = {"device": "cuda:0", "passes": {"nature": figures}}
+    folder.mkdir(exist_ok=True)
+    (folder / f"{piece}.json").write_text(
+        json.dumps({"piece": piece, "set": [], "runs": [{"figures": record}]})
+    )
+
+
+def test_prioritized_over_uniform_compares_the_replays_rows_not_the_runs_totals(tmp_path, capsys):
+    """Two processes' totals differ by what else they did (here the uniform run's emulator
+    was 40 % slower): the comparison is the replay's own rows, against the prioritized step."""
+    piece_file(
+        tmp_path,
+        "exact",
+        {"replay add": 30.0, "learn: replay.sample": 150.0, "learn: update_priorities": 20.0},
+        total_us=1250.0,
+    )
+    piece_file(
+        tmp_path,
+        "uniform",
+        {"replay add": 25.0, "learn: replay.sample": 140.0, "learn: update_priorities": 10.0},
+        total_us=1750.0,
+    )
+    gpu_figures.main(["--table", str(tmp_path)])
+    notes = capsys.readouterr().out.split("\n\n")[-1].splitlines()
+    assert notes[-1] == (
+        "prioritized (proportional) over uniform: the replay's rows take 200 against 175 µs "
+        "per agent step, +2.0 % of a prioritized step"
+    )
+
+
+def test_the_figures_folder_under_docs_may_be_committed():
+    """The measured pieces live in docs/gpu_figures/, which docs/gpu.md's --table reads."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", "docs/gpu_figures/h100/exact.json"], cwd=ROOT
+    )
+    assert ignored.returncode == 1  # not ignored
 
 
 def test_a_piece_past_its_time_limit_is_stopped_and_saves_nothing(stand_in, tmp_path):

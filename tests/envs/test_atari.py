@@ -1,15 +1,20 @@
-"""Real ALE episodes; every expectation is exact. The behaviour both Atari envs promise is
-checked on both (`MAKERS`); tests/envs/test_lean_atari.py checks what only the lean one does."""
+"""Real ALE episodes; every expectation is exact. The behaviour every Atari env promises is
+checked on each env kind of the Atari family in the registry (`MAKERS`); the contract of every
+env kind is tests/envs/test_env_contract.py's, and tests/envs/test_lean_atari.py checks what only
+the lean one does."""
 
 import cv2
 import numpy as np
 import pytest
 
 from envs.atari import make_env
-from envs.lean_atari import make_lean_env
+from envs.registry import ENVIRONMENTS
 
 NOOP = 0
-MAKERS = pytest.mark.parametrize("make", [make_env, make_lean_env], ids=["atari", "lean_atari"])
+ATARI_KINDS = [name for name, kind in ENVIRONMENTS.items() if kind.family == "atari"]
+MAKERS = pytest.mark.parametrize(
+    "make", [ENVIRONMENTS[name].make for name in ATARI_KINDS], ids=ATARI_KINDS
+)
 
 
 def run(env, actions):

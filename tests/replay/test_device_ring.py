@@ -6,6 +6,7 @@ CUDA case runs where there is one."""
 import numpy as np
 import pytest
 import torch
+from test_storage import ring_of_random_episodes
 from torch.overrides import TorchFunctionMode
 
 from replay.storage import FrameStorage
@@ -18,16 +19,7 @@ HISTORY, FRAME_SHAPE = 3, (2, 3, 3)  # MinAtar-like frames of several channels
 
 def filled(device, steps: int = 90, seed: int = 0) -> FrameStorage:
     """A 32-slot ring written round several times, with episodes of random lengths."""
-    rng = np.random.default_rng(seed)
-    storage = FrameStorage(32, HISTORY, FRAME_SHAPE, device=device)
-    storage.start_episode(rng.integers(1, 256, FRAME_SHAPE, dtype=np.uint8))
-    for _ in range(steps):
-        frame = rng.integers(1, 256, FRAME_SHAPE, dtype=np.uint8)
-        if rng.random() < 0.15:
-            storage.start_episode(frame)
-        else:
-            storage.add(int(rng.integers(4)), 0.0, False, frame)
-    return storage
+    return ring_of_random_episodes(32, HISTORY, FRAME_SHAPE, steps, seed, device)
 
 
 class CountedCopies(TorchFunctionMode):

@@ -51,7 +51,7 @@ def total_variation(p, q):
 
 
 def test_approximation_error_versus_the_exact_power_law_at_paper_scale():
-    # The numbers quoted in RankBasedSampler's docstring: N = 10^6, k = 32, α = 0.7.
+    # The numbers quoted in docs/replay.md: N = 10^6, k = 32, α = 0.7.
     size, k = 10**6, 32
     cumulative = rank_cumulative_weights(int(1.01 * size), 0.7)
     starts, ends, probabilities = equal_probability_segments(cumulative, size, k)
@@ -71,7 +71,7 @@ def test_approximation_error_versus_the_exact_power_law_at_paper_scale():
 
 
 def test_heap_order_error_for_random_priorities():
-    # The number quoted in RankBasedSampler's docstring: a heap of i.i.d. random priorities
+    # The number quoted in docs/replay.md: a heap of i.i.d. random priorities
     # (never resorted) versus the same segment distribution over true ranks.
     size = 2**14
     sampler = RankBasedSampler(size, np.random.default_rng(0), resort_period=10**9)

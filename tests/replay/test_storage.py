@@ -1,5 +1,7 @@
 """FrameStorage on 1×1 frames whose pixel value is the global time step (frames start at 1)."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 import torch
@@ -136,6 +138,67 @@ def test_acting_side_state_equals_the_stored_state():
         else:
             acting = stack.push(frame(value)).copy()
             storage.add(0, 0.0, bool(rng.random() < 0.3), frame(value))
+
+
+def stacked_one_frame_at_a_time(storage: FrameStorage, newest_slot: int) -> np.ndarray:
+    """The state ending at `newest_slot`, frame by frame: the frame of each of the h slots up
+    to it, zero where an episode starts at a later slot of the same stack."""
+    h, capacity = storage.history_length, storage.capacity
+    slots = [(newest_slot - h + 1 + position) % capacity for position in range(h)]
+    state = np.stack([storage.frames[slot] for slot in slots])
+    for position in range(h - 1):
+        if any(storage.episode_starts[slot] for slot in slots[position + 1 :]):
+            state[position] = 0
+    return state
+
+
+def ring_of_random_episodes(
+    capacity: int, history_length: int, frame_shape: tuple, steps: int, seed: int, device=None
+) -> FrameStorage:
+    """`steps` writes of random non-zero frames, a fifth of them starting a new episode (some
+    episodes are a lone first frame), so that states cross episode starts everywhere."""
+    rng = np.random.default_rng(seed)
+    storage = FrameStorage(capacity, history_length, frame_shape, device=device)
+    storage.start_episode(rng.integers(1, 256, frame_shape, dtype=np.uint8))
+    for _ in range(steps):
+        frame = rng.integers(1, 256, frame_shape, dtype=np.uint8)
+        if rng.random() < 0.2:
+            storage.start_episode(frame)
+        else:
+            storage.add(int(rng.integers(4)), 0.0, False, frame)
+    return storage
+
+
+@pytest.mark.parametrize(
+    "capacity,frame_shape,seed", [(11, (1, 1), 0), (32, (2, 3, 3), 1), (64, (84, 84), 2)]
+)
+def test_a_batch_of_transitions_is_gathered_exactly_frame_by_frame(capacity, frame_shape, seed):
+    steps = 10 * capacity + capacity // 2  # round the ring ten times, the cursor mid-ring
+    storage = ring_of_random_episodes(capacity, H, frame_shape, steps, seed)
+    indices = np.flatnonzero(storage.sampleable)
+    assert ((indices < H - 1) | (indices == capacity - 1)).any()  # stacks across the ring's end
+    out = np.full((2 * len(indices), H, *frame_shape), 99, dtype=np.uint8)
+    storage.gather_transitions(indices, out)
+    expected = [stacked_one_frame_at_a_time(storage, i) for i in indices]
+    expected += [stacked_one_frame_at_a_time(storage, (i + 1) % capacity) for i in indices]
+    expected = np.stack(expected)
+    assert (expected[:, 0] == 0).any()  # padding before an episode's first frame is in there
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_a_batch_is_gathered_into_its_buffer_without_a_temporary_copy():
+    """numpy's np.take in its default mode fills a temporary as large as the batch and then
+    copies it into `out`."""
+    storage = ring_of_random_episodes(64, H, (84, 84), 200, seed=3)
+    indices = np.flatnonzero(storage.sampleable)[:16]
+    out = np.empty((2 * len(indices), H, 84, 84), dtype=np.uint8)
+    tracemalloc.start()
+    try:
+        storage.gather_transitions(indices, out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < out.nbytes / 10
 
 
 def test_capacity_must_hold_a_stack_and_its_successor():

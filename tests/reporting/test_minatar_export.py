@@ -86,12 +86,15 @@ def test_a_minatar_run_is_exported_below_its_family(tmp_path):
         },
     )
     write_events(atari, [(200, 2.0)], [(1_000, 4.0)])
+    provenance = "starts:\n- step: 0\n  commit: 84135fbdded95fec19458f5ef325911020e29640\n"
+    atari.provenance_file.write_text(provenance)
     results = tmp_path / "results"
     main(["export", str(tmp_path / "runs"), "--out", str(results)])
     exported = results / "minatar/space_invaders/dqn-proportional-huber_loss/seed2_1k"
     assert sorted(path.name for path in exported.iterdir()) == [
         "config.yaml",
         "evaluations.csv",
+        "provenance.yaml",
         "training_returns.csv",
     ]
     # One agent step is one MinAtar frame; no human reference, so no normalized score.
@@ -106,3 +109,8 @@ def test_a_minatar_run_is_exported_below_its_family(tmp_path):
     # Atari's Breakout: random 1.7, human 30.5 (no-op); (4 − 1.7) / 28.8 = 0.079861111.
     atari_export = results / "breakout/uniform/seed0_4k"
     assert (atari_export / "evaluations.csv").read_text().endswith("1000,4000,1,4,0.07986111,4\n")
+    # What made each run: copied where the run recorded it, else unknown, never guessed.
+    assert (atari_export / "provenance.yaml").read_text() == provenance
+    assert RunDirectory(atari_export).provenance.code == "84135fb"
+    assert (exported / "provenance.yaml").read_text().startswith("# Not recorded: the run was ")
+    assert RunDirectory(exported).provenance.code == "unknown"

@@ -193,6 +193,65 @@ def test_the_dopamine_report_leaves_minatar_runs_out(results, tmp_path):
     assert "| Breakout | uniform | 1 (0) |" in text and "dqn-uniform" not in text
 
 
+# The α and β study as `python -m reporting SWEEP RESULTS` reads it: a sweep's runs beside the
+# exported runs of the preset (α 0.6, β 0.4 -> 1). Every run returns 1 in its first 100 episodes
+# and B after: {(game, α, β0, β final): {seed: B}}.
+SWEEP = {
+    ("seaquest", 0.2, 0.4, 1.0): {0: 4, 1: 6},
+    ("seaquest", 0.4, 0.4, 1.0): {0: 8, 1: 12},
+    ("asterix", 0.6, 0.0, 0.0): {0: 2, 1: 4},
+    ("asterix", 0.6, 1.0, 1.0): {0: 6, 1: 10},
+}
+PRESET = {("seaquest", 0.6, 0.4, 1.0): {0: 14, 1: 16}, ("asterix", 0.6, 0.4, 1.0): {0: 3, 1: 5}}
+
+
+def write_study(root: Path, runs: dict, sweep: bool) -> None:
+    for (game, alpha, beta, beta_final), seeds in runs.items():
+        for seed, later in seeds.items():
+            config = minatar_config(game, "dqn", "proportional", "td_error", seed)
+            config["replay"].update(
+                priority_exponent=alpha,
+                importance_exponent=beta,
+                importance_exponent_final=beta_final,
+            )
+            name = (
+                f"env.game={game},replay.importance_exponent={beta},"
+                f"replay.priority_exponent={alpha},seed={seed}"
+                if sweep
+                else f"minatar/{game}/dqn-proportional/seed{seed}_1M"
+            )
+            write_export(root / name, config, [1] * 100 + [later] * 100, [500_000, 1_000_000])
+
+
+def test_a_sweep_is_reported_by_its_keys_beside_exported_runs(tmp_path):
+    sweep, results, out = tmp_path / "sweep", tmp_path / "results", tmp_path / "report"
+    write_study(sweep, SWEEP, sweep=True)
+    write_study(results, PRESET, sweep=False)
+    text = main([str(sweep), str(results), "--out", str(out)]).read_text()
+    assert text.startswith(f"# MinAtar: prioritized against uniform replay: `{sweep}`, `{results}`")
+    assert "Runs: 12 in 6 game × variant groups; games: 2." in text
+    full = text.split("## At 1M frames")[1]
+    # Last 100 at 1M: B over two seeds, mean ± sample deviation / √2.
+    beta = "dqn-proportional replay.importance_exponent={} replay.importance_exponent_final={}"
+    alpha = "dqn-proportional replay.priority_exponent={}"
+    rows = [
+        f"| Asterix | {beta.format(0, 0)} | 2 of 2 | 3.0 ± 1.0 |",
+        f"| Asterix | {beta.format(0.4, 1)} | 2 of 2 | 4.0 ± 1.0 |",
+        f"| Asterix | {beta.format(1, 1)} | 2 of 2 | 8.0 ± 2.0 |",
+        f"| Seaquest | {alpha.format(0.2)} | 2 of 2 | 5.0 ± 1.0 |",
+        f"| Seaquest | {alpha.format(0.4)} | 2 of 2 | 10.0 ± 2.0 |",
+        f"| Seaquest | {alpha.format(0.6)} | 2 of 2 | 15.0 ± 1.0 |",
+    ]
+    assert [full.index(row) for row in rows] == sorted(full.index(row) for row in rows)
+    assert "| Seaquest | dqn-proportional |" not in text
+    # The β settings' curves in one figure per game; α, one number swept, also against it.
+    figures = ["minatar_asterix.png", "minatar_seaquest.png"]
+    figures.append("minatar_seaquest_replay.priority_exponent.png")
+    for name in figures:
+        assert (out / name).read_bytes()[:4] == b"\x89PNG" and f"![{name}]({name})" in text
+    assert sorted(path.name for path in out.glob("*.png")) == sorted(figures)
+
+
 def test_the_minatar_report_names_each_run_it_leaves_out(results, tmp_path, capsys):
     """The Atari export among the results, and the MinAtar run that is no export."""
     text = main(["minatar", str(results), "--out", str(tmp_path / "report")]).read_text()

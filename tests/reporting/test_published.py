@@ -3,12 +3,13 @@ hand below; their refusals."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
 from reporting.__main__ import main
-from reporting.published import dopamine_curves
+from reporting.dopamine import dopamine_curves, iteration_means
 
 # Pong's no-op reference scores: random −20.7, human 14.6 (|human − random| = 35.3).
 # Run 0 of 2M frames is tested at 1M, 1.5M and 2M frames; run 1 of 1.5M frames at 1M and 1.5M,
@@ -89,7 +90,7 @@ def test_export_writes_small_files_with_the_logged_numbers(multirun, tmp_path):
             "pong/proportional/seed0_2M",
             "pong/proportional/seed1_1500k",
         )
-        for name in ("config.yaml", "evaluations.csv", "training_returns.csv")
+        for name in ("config.yaml", "evaluations.csv", "provenance.yaml", "training_returns.csv")
     ]
     run = results / "pong/proportional/seed0_2M"
     assert (run / "config.yaml").read_bytes() == (multirun / "pong_prop_0/config.yaml").read_bytes()
@@ -119,20 +120,25 @@ def test_report_beside_dopamine_at_the_last_shared_frame_count(multirun, tmp_pat
     main(["export", str(multirun), "--out", str(results)])
     report = main(["published", str(results), "--out", str(tmp_path / "report")])
     text = report.read_text()
-    # Pong proportional: both runs were tested at 1.5M frames, the last they share; median
-    # (−17 − 16) / 2 = −16.5, normalized (−16.5 + 20.7) / 35.3 = 11.9 %. Dopamine's last point
-    # at or before 1.5M is its 1M one: DQN −20.33 [−20.56, −20.18], Rainbow −20.42
-    # [−20.48, −20.35].
+    # Pong proportional: runs of two budgets are two rows, never pooled. The 1.5M-frame run's
+    # last test: −16, normalized (−16 + 20.7) / 35.3 = 13.3 %; Dopamine's last point at or
+    # before 1.5M is its 1M one: DQN −20.33 [−20.56, −20.18], Rainbow −20.42 [−20.48, −20.35].
+    # The 2M-frame run's: −15 at 2M, (−15 + 20.7) / 35.3 = 16.1 %.
     assert (
-        "| Pong | proportional | 2 (0, 1) | 1500k frames (375k steps); 2M frames (500k steps) "
-        "| 1500k | -16.5 [-17.0, -16.0] | -20.7 | 14.6 | 11.9 % | 1M | "
+        "| Pong | proportional | 1 (1) | 1500k frames (375k steps) "
+        "| 1500k | -16.0 [-16.0, -16.0] | -20.7 | 14.6 | 13.3 % | 1M | "
         "-20.3 [-20.6, -20.2] | -20.4 [-20.5, -20.4] |"
+    ) in text
+    assert (
+        "| Pong | proportional | 1 (0) | 2M frames (500k steps) "
+        "| 2M | -15.0 [-15.0, -15.0] | -20.7 | 14.6 | 16.1 % | 2M | "
     ) in text
     # Alien: (300 − 227.8) / (7127.7 − 227.8) = 1.0 %; Dopamine has no Alien curve.
     assert (
         "| Alien | uniform | 1 (3) | 4k frames (1k steps) | 2k | 300.0 [300.0, 300.0] | "
-        "227.8 | 7127.7 | 1.0 % | – | – | – |"
+        "227.8 | 7127.7 | 1.0 % | – | – | – | unknown |"  # made before runs recorded their code
     ) in text
+    assert "| unknown | unknown | 3 |" in text.split("## Code")[1]
     for game in ("alien", "pong"):
         assert (tmp_path / "report" / f"published_{game}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"![published_{game}.png](published_{game}.png)" in text
@@ -206,3 +212,45 @@ def test_dopamine_game_names_resolve_to_rom_ids():
     ]
     dqn = dopamine_curves()["ms_pacman", "DQN"]
     assert dqn.frames.size == 199 and dqn.frames[0] == 1_000_000 and dqn.frames[-1] == 199e6
+
+
+def test_iteration_means_count_each_episode_in_the_iteration_it_ends_in():
+    frames = np.array([400_000, 960_000, 1_000_000, 1_200_000, 2_400_000, 2_800_000, 3_100_000])
+    returns = np.array([1.0, 3.0, 5.0, 2.0, 4.0, 6.0, 9.0])
+    # (0, 1M]: 1, 3, 5; (1M, 2M]: 2; (2M, 3M]: 4, 6; (3M, 4M] is not complete at 3.1M frames.
+    ends, means = iteration_means(frames, returns, trained_frames=3_100_000)
+    assert ends.tolist() == [1_000_000, 2_000_000, 3_000_000]
+    assert means.tolist() == [3.0, 2.0, 5.0]
+    # An iteration in which no episode ended has no point.
+    ends, means = iteration_means(frames[3:], returns[3:], trained_frames=3_100_000)
+    assert ends.tolist() == [2_000_000, 3_000_000] and means.tolist() == [2.0, 5.0]
+
+
+def test_report_gives_training_returns_per_iteration_beside_dopamine(tmp_path):
+    write_run(
+        tmp_path / "runs" / "breakout",
+        game="breakout",
+        kind="uniform",
+        seed=0,
+        total_steps=1_000_000,
+        evaluations=[(250_000, 1.0, "[1.0]"), (500_000, 2.0, "[2.0]"), (750_000, 3.0, "[3.0]")],
+        # episodes ending at 0.4M, 0.96M, 1M, 1.2M, 2.4M and 2.8M frames
+        returns=[
+            (100_000, 1.0),
+            (240_000, 3.0),
+            (250_000, 5.0),
+            (300_000, 2.0),
+            (600_000, 4.0),
+            (700_000, 6.0),
+        ],
+    )
+    results = tmp_path / "results"
+    main(["export", str(tmp_path / "runs"), "--out", str(results)])
+    report = main(["published", str(results), "--out", str(tmp_path / "report")])
+    # Trained 3M frames (its last test); iterations 1M: 3, 2M: 2, 3M: 5. Dopamine at 3M:
+    # DQN 3.98 [3.33, 4.51], Rainbow 11.31 [11.07, 12.9].
+    assert (
+        "| Breakout | uniform | 1 | 3.00M of 4M | 3M | 5.0 [5.0, 5.0] | 4.0 [3.3, 4.5] "
+        "| 11.3 [11.1, 12.9] |"
+    ) in report.read_text()
+    assert (tmp_path / "report" / "training_breakout.png").read_bytes()[:4] == b"\x89PNG"

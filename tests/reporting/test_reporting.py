@@ -1,6 +1,7 @@
 """`python -m reporting` on a fake multirun: 2 games × 2 variants × 2 seeds of synthetic
 TensorBoard curves whose statistics are worked out by hand below."""
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +23,12 @@ SLOPE = {
 }
 
 
-def write_run(run_dir: Path, game: str, kind: str, seed: int, scalars: dict) -> None:
+def write_run(run_dir: Path, game: str, kind: str, seed: int, scalars: dict, **replay) -> None:
     run_dir.mkdir(parents=True)
     config = {
         "seed": seed,
         "env": {"game": game, "frame_skip": 4},
-        "replay": {"kind": kind},
+        "replay": {"kind": kind, **replay},
         "train": {"total_steps": TOTAL_STEPS},
     }
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
@@ -149,5 +150,50 @@ def test_runs_of_another_family_are_left_out_with_a_note(tmp_path):
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
     main([str(multirun)])
     text = (multirun / "report" / "report.md").read_text()
-    assert "- 1 minatar run(s) left out (not Atari): python -m reporting export, then" in text
+    assert "- 1 minatar run(s) left out: none has a training episode to report" in text
     assert "| Breakout | uniform | 2 |" in text
+    # With training episodes, the MinAtar run has its own report beside the Atari one.
+    writer = SummaryWriter(str(run_dir / "tensorboard"))
+    writer.add_scalar("episode/return", 3.0, 500)
+    writer.close()
+    main([str(multirun)])
+    text = (multirun / "report" / "report.md").read_text()
+    assert "- 1 minatar run(s): not Atari, reported in minatar/report.md" in text
+    minatar_text = (multirun / "report" / "minatar" / "report.md").read_text()
+    assert "![minatar_breakout.png](minatar_breakout.png)" in minatar_text
+
+
+def test_a_two_key_sweep_is_reported_by_its_keys_and_pools_only_seeds(tmp_path):
+    """α × seed on Pong: each α is a row of its two seeds, not one variant of four 'seeds'."""
+    multirun = tmp_path / "multirun"
+    for alpha, slope in ((0.4, 2.0), (0.6, 4.0)):
+        for seed in (0, 1):
+            evaluations = [(100 * k, BASE["pong"] + slope * k + seed) for k in range(1, 11)]
+            run_dir = multirun / f"replay.priority_exponent={alpha},seed={seed}"
+            scalars = {"eval/score": evaluations}
+            write_run(run_dir, "pong", "proportional", seed, scalars, priority_exponent=alpha)
+    # One run recorded what made it; the others are from before runs did.
+    commit = "84135fbdded95fec19458f5ef325911020e29640"
+    (multirun / "replay.priority_exponent=0.4,seed=0" / "provenance.yaml").write_text(
+        f"starts:\n- {{step: 0, commit: {commit}, dirty: false, python: 3.11.7}}\n"
+    )
+    # The same setting and seed again (a copy): not a third seed.
+    copy = multirun / "copy" / "replay.priority_exponent=0.6,seed=1"
+    shutil.copytree(multirun / copy.name, copy)
+    main([str(multirun), "--out", str(tmp_path / "report")])
+    text = (tmp_path / "report" / "report.md").read_text()
+    # Medians over seeds 0 and 1: −21 + 10 slope + 0.5 at the end.
+    assert (
+        "| Pong | proportional replay.priority_exponent=0.4 | 2 | -0.5 | -0.5 | 57.2 % | 57.2 % "
+        "| – | – | 84135fb; unknown |"
+    ) in text
+    assert (
+        "| Pong | proportional replay.priority_exponent=0.6 | 2 | 19.5 | 19.5 | 113.9 % | "
+        "113.9 % | – | – | unknown |"
+    ) in text
+    assert "| Pong | proportional |" not in text
+    assert (
+        f"- {multirun / copy.name}: the same settings and seed as {copy}, left out (only seeds "
+        "are pooled)"
+    ) in text
+    assert "| 84135fb | python 3.11.7 | 1 |" in text and "| unknown | unknown | 4 |" in text

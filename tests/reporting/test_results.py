@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
 from reporting.__main__ import main
-from reporting.results import ATARI_FAMILY, by_variant, read_results
+from reporting.results import ATARI_FAMILY, by_setting, by_variant, read_results
 
 
 def write_run(run_dir: Path, config: dict, scalars: dict) -> None:
@@ -80,3 +80,30 @@ def test_runs_are_split_by_family_and_grouped_by_variant_then_seed(tmp_path):
     assert sorted(groups) == [("breakout", "uniform"), ("pong", "dqn-uniform"), ("pong", "uniform")]
     pong = [run.info.path.relative_to(root).as_posix() for run in groups["pong", "uniform"]]
     assert pong == ["c/seed0", "a/seed1", "b/seed1"]
+
+
+def test_a_setting_is_a_variant_and_the_values_varied_between_its_runs_of_a_game(tmp_path):
+    runs = {
+        "a": config("pong", "proportional", 0, lr=1),
+        "b": config("pong", "proportional", 1, lr=1.0),  # the same value
+        "c": config("pong", "proportional", 0, lr=0.5),
+        "d": config("pong", "proportional", 0, lr=0.5, note=None),
+        "e": config("breakout", "proportional", 0, lr=2),  # another game: its own runs
+        "f": config("pong", "uniform", 0, lr=3),
+    }
+    for name, run_config in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(OmegaConf.to_yaml(run_config))
+    found, _ = read_results(tmp_path, ATARI_FAMILY)
+    groups, notes = by_setting(found)
+    named = {
+        setting.name: [run.info.path.name for run in members] for setting, members in groups.items()
+    }
+    assert named == {
+        "proportional agent.lr=1 agent.note=unset": ["a", "b"],
+        "proportional agent.lr=0.5 agent.note=unset": ["c"],
+        "proportional agent.lr=0.5 agent.note=null": ["d"],
+        "proportional": ["e"],
+        "uniform": ["f"],
+    }
+    assert notes == []

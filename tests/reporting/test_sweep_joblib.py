@@ -26,6 +26,8 @@ TINY = {
     "evaluation.frames": 200,
     "checkpoint.every_steps": 200,
 }
+# The project's launcher for both joblib presets (training/joblib_launcher.py).
+PROJECT_JOBLIB = "hydra_plugins.per_atari.local_parallel_launcher.LocalParallelLauncher"
 
 
 def plugin_missing(module: str) -> bool:
@@ -56,7 +58,7 @@ def test_slurm_preset_is_submitit_with_one_gpu_and_requeues():
 )
 def test_local_parallel_preset_is_joblib_with_two_jobs():
     launcher = launcher_config("local_parallel").hydra.launcher
-    assert launcher._target_.endswith("JoblibLauncher") and launcher.n_jobs == 2
+    assert launcher._target_ == PROJECT_JOBLIB and launcher.n_jobs == 2
 
 
 @pytest.mark.skipif(
@@ -64,7 +66,7 @@ def test_local_parallel_preset_is_joblib_with_two_jobs():
 )
 def test_shared_gpu_preset_runs_eight_jobs_with_their_share_of_the_cores(monkeypatch):
     launcher = launcher_config("shared_gpu").hydra.launcher
-    assert launcher._target_.endswith("JoblibLauncher") and launcher.n_jobs == 8
+    assert launcher._target_ == PROJECT_JOBLIB and launcher.n_jobs == 8
     # What each run's `threads: auto` sees inside a joblib worker: cores // n_jobs.
     from joblib import Parallel, delayed  # the plugin's dependency
 

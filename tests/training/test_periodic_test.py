@@ -18,6 +18,7 @@ import torch
 from agents.double_dqn import DoubleDQN
 from artifacts.snapshot import read_snapshot
 from artifacts.upgrade import upgrade_checkpoint_state
+from envs.registry import ENVIRONMENTS
 from training import periodic_test
 from training.checkpoints import CheckpointError
 from training.evaluation_worker import EvaluationWorkerError
@@ -272,7 +273,7 @@ def test_a_test_that_fails_in_the_worker_is_a_one_line_error(tmp_path):
         test.close()
     assert str(error.value) == (
         "the periodic test at step 100 failed in the evaluation worker: ValueError: "
-        "env.kind=no_such_env is not allowed: must be one of atari, lean_atari, minatar"
+        f"env.kind=no_such_env is not allowed: must be one of {', '.join(ENVIRONMENTS)}"
     )
     assert test.pending_steps == [100] and not workers()
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from artifacts.provenance import read_starts
 from training.checkpoints import CheckpointStore
 from training.loop import StopRequest
 
@@ -168,6 +169,9 @@ def test_a_run_killed_and_resumed_is_the_uninterrupted_run(
     assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == checkpoint_step
     complete(run_dir, f"resume={run_dir}")
     assert_same_run(run_dir, reference)
+    # Each start is recorded with the step it started from; the killed stretch is replayed.
+    starts = read_starts(run_dir / "provenance.yaml")
+    assert [start["step"] for start in starts] == [0, checkpoint_step]
 
 
 def test_sigterm_checkpoints_exits_0_and_the_same_command_resumes_the_run(reference, tmp_path):

@@ -10,6 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from artifacts.provenance import code_state, read_starts
+from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_checkpoint_state
 from training import run_config
 from training.run_config import load_stored_config, remove_created_directories
@@ -90,7 +92,7 @@ def test_a_run_stored_since_minatar_reads_as_this_version_composes_its_command_l
 
 def test_a_config_from_before_a_setting_the_upgrade_cannot_complete_is_refused(tmp_path):
     """It would otherwise run at today's default of a setting it lacks
-    (`evaluation.every_frames` came with 7ddb4ad)."""
+    (`evaluation.every_frames`, which the earliest runs did not record)."""
     path = tmp_path / "config.yaml"
     stored = OmegaConf.load(MINATAR_RUN_CONFIG)
     del stored.evaluation.every_frames
@@ -98,8 +100,9 @@ def test_a_config_from_before_a_setting_the_upgrade_cannot_complete_is_refused(t
     with pytest.raises(ValueError) as error:
         validate_config(OmegaConf.merge(load_stored_config(path), {"resume": str(tmp_path)}))
     assert str(error.value) == (
-        f"resume={tmp_path}: the run was written by a version too old to resume; runs written "
-        "from commit 7ddb4ad on can be resumed"
+        f"resume={tmp_path}: the run was written by a version too old to resume (an early "
+        "0.1.0: its config.yaml has no evaluation.every_frames); runs that record their "
+        "evaluation settings can be resumed"
     )
 
 
@@ -113,6 +116,7 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
         "torch_threads": 3,  # `threads: auto` ran as OMP_NUM_THREADS
         "pending_test_steps": [40],
         "learning": None,
+        "next_action": None,  # every action was chosen at its own step
         "replay": {"storage": {}, "added_before_sample": None},
         "config": None,  # not recorded: it cannot be checked
         "changes": [],  # none recorded
@@ -120,6 +124,19 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
     recorded = {"env.kind": None, "replay.eviction": None, "replay.kind": "uniform"}
     state = {"identity": recorded, "torch_threads": 1, "pending_test_steps": [], "replay": {}}
     assert upgrade_checkpoint_state(state, identity)["identity"] == identity
+
+
+def test_each_start_of_a_run_is_recorded_beside_its_config(tmp_path):
+    run_dir = tmp_path / "run"
+    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 0, "resume": None}))
+    run_config.record_start(run_dir, 0)
+    assert (run_dir / "config.yaml").read_bytes() == b"seed: 0\n"
+    run_config.record_start(run_dir, 100)  # resumed from its checkpoint at step 100
+    starts = read_starts(run_dir / "provenance.yaml")
+    assert [start["step"] for start in starts] == [0, 100]
+    commit, dirty = code_state()
+    assert all((start["commit"], start["dirty"]) == (commit, dirty) for start in starts)
+    assert RunDirectory(run_dir).provenance.complete
 
 
 # A refused run in a new process, after Hydra's `mkdir -p` of its run directory (argv[1]); and

@@ -1,19 +1,33 @@
 """What a sweep on SLURM says of a job that ends without a result, and that it stops waiting
-for a job SLURM no longer knows: the launcher's wait over stand-ins for submitit's jobs (the
-real cluster: tests/integration)."""
+for a job SLURM no longer knows: the launcher's wait over stand-ins for submitit's jobs; and
+that a job finds the project (the real cluster: tests/integration)."""
 
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+from hydra import compose, initialize_config_dir
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.types import RunMode
 from omegaconf import OmegaConf
-from submitit.core.utils import UncompletedJobError
 
 import train
-from training import slurm_launcher
-from training.slurm_launcher import PreemptibleSlurmLauncher
 
+# The cluster extra (`slurm`): without it these tests skip, and the rest of a run (such as
+# `pytest -k cuda` on a GPU machine) still collects.
+pytest.importorskip("submitit")
+pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+
+from submitit.core.utils import UncompletedJobError  # noqa: E402
+
+from training import slurm_launcher  # noqa: E402
+from training.slurm_launcher import PreemptibleSlurmLauncher  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["job 0 (seed=0)", "job 1 (seed=1)"]
 UNFINISHED = ("PENDING", "RUNNING", "UNKNOWN")
 
@@ -95,3 +109,49 @@ def test_a_job_unknown_for_less_than_its_time_limit_is_waited_for(tmp_path, monk
         [COMPLETED],
         [],
     )
+
+
+def test_a_job_started_outside_the_checkout_imports_the_launcher(tmp_path, monkeypatch):
+    """The project is not installed: the job's script puts the sweep's checkout on PYTHONPATH
+    before the user's setup lines, so that a job SLURM starts in another directory unpickles
+    the launcher (and train.py's task)."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "srun").write_text("")  # submitit writes a script only beside srun
+    (tmp_path / "bin" / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    with initialize_config_dir(config_dir=str(ROOT / "configs"), version_base="1.3"):
+        preset = compose("config", ["hydra/launcher=slurm"], return_hydra_config=True)
+    params = OmegaConf.to_container(preset.hydra.launcher)
+    params.pop("_target_")
+    params.update(submitit_folder=str(tmp_path / ".submitit"), setup=["echo user setup"])
+    executor = PreemptibleSlurmLauncher(**params)._executor()
+    script = executor._executor._make_submission_file_text("true", "0")
+    setup = script.split("# setup\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert setup[1:] == ["echo user setup"]
+    job = [*setup, f"{shlex.quote(sys.executable)} -c 'import training.slurm_launcher'"]
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(job)],
+        cwd=tmp_path,
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "user setup\n"
+
+
+def test_hydra_finds_the_launcher_in_the_checkout_without_importing_the_project():
+    """Hydra imports every plugin at the start of a run of train.py: this one costs no more
+    than its own module."""
+    discover = (
+        "import sys; from hydra.core.plugins import Plugins; "
+        "from hydra.plugins.launcher import Launcher; "
+        "found = [f'{c.__module__}.{c.__name__}' for c in Plugins.instance().discover(Launcher)]; "
+        "print('hydra_plugins.per_atari.slurm_launcher.SlurmLauncher' in found, "
+        "sorted({'torch', 'training'} & set(sys.modules)))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", discover], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert found.stdout == "True []\n", found.stderr

@@ -1,0 +1,14 @@
+"""`hydra/launcher=local_parallel`'s and `shared_gpu`'s launcher, where Hydra looks for it:
+training.joblib_launcher's, imported only when a sweep uses it (it needs the `joblib` extra)."""
+
+from hydra.plugins.launcher import Launcher
+
+from hydra_plugins.per_atari.deferred_launcher import DeferredLauncher
+
+
+class LocalParallelLauncher(DeferredLauncher):
+    @staticmethod
+    def implementation() -> type[Launcher]:
+        from training.joblib_launcher import StoppableJoblibLauncher
+
+        return StoppableJoblibLauncher
