@@ -51,6 +51,7 @@ from envs.registry import environment_kind
 from evaluation.arguments import parse_arguments
 from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
+from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
 from evaluation.scores import normalized_score
 from evaluation.settings import EvaluateSettings
@@ -206,14 +207,12 @@ def evaluate_run(
     if protocol.needs_start_states:
         start_file = start_state_file(Path(options["start_states"]), info.game)
         starts, source = load_start_states(start_file, info.game), str(start_file)
-    result = protocol.evaluate(
-        policy,
-        env_kwargs,
-        rng=rng,
-        epsilon=epsilon,
-        episodes=options["episodes"] or protocol.budget,
-        start_states=starts,
-    )
+    episodes = options["episodes"] or protocol.budget
+    total = episodes if starts is None else min(episodes or len(starts), len(starts))
+    with episode_progress(total, protocol.unit.split()[-1]):
+        result = protocol.evaluate(
+            policy, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes, start_states=starts
+        )
     score = RunScore(
         run=spec.name,
         game=info.game,

@@ -43,6 +43,7 @@ from training.run_config import (
 from training.run_guard import (
     RunDirectoryError,
     check_command_line,
+    error_line,
     keep_freed_memory,
     lock_run_directory,
     torch_threads,
@@ -95,8 +96,8 @@ def build(cfg: DictConfig) -> Components:
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
 
 
-def _fail(error: Exception, status: int) -> NoReturn:
-    print(f"error: {error}", file=sys.stderr)
+def _fail(error: Exception | str, status: int) -> NoReturn:
+    print(f"error: {error if isinstance(error, str) else error_line(error)}", file=sys.stderr)
     sys.exit(status)
 
 
@@ -121,7 +122,19 @@ def run_directory(resumed: str | None, default: str, _root_: DictConfig) -> str:
     return default
 
 
+def game_directory(kind, game) -> str:
+    """The run directory's game part (its resolver `game_directory` in configs/config.yaml):
+    the game's id, however env.game spelt it (`SpaceInvaders` runs under space_invaders/,
+    beside its other runs), or the name as given where it is no game (`run_directory` then
+    refuses it before a directory is named after it)."""
+    try:
+        return environment_kind(kind).game_id(str(game))
+    except ValueError:
+        return str(game)
+
+
 OmegaConf.register_new_resolver("or_else", run_directory)
+OmegaConf.register_new_resolver("game_directory", game_directory)
 
 
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
@@ -163,6 +176,20 @@ def resume_command(run_dir: Path, hydra: DictConfig) -> str:
     if hydra.mode == RunMode.MULTIRUN:
         return f"the sweep's command with hydra.sweep.dir={hydra.sweep.dir}"
     return f"python train.py resume={run_dir}"
+
+
+def write_failure(error: OSError, step: int, run_dir: Path, checkpoints: CheckpointStore) -> str:
+    """The line for a run stopped by a write that failed outside a checkpoint (which leaves
+    the checkpoints complete): what failed, and where to resume from."""
+    saved = checkpoints.latest_step()
+    resume = f"resume with: {resume_command(run_dir, HydraConfig.get())}"
+    kept = (
+        "no checkpoint was written"
+        if saved is None
+        else f"its checkpoint at step {saved} is intact"
+    )
+    failed = f"the run stopped at step {step}: a write failed ({error})"
+    return f"{failed}; {kept}: make room, then {resume}"
 
 
 def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: CheckpointStore):
@@ -214,6 +241,8 @@ def main(cfg: DictConfig) -> None:
         stopped_by = training.run()
     except (CheckpointError, EvaluationWorkerError, LearningDiverged, NonFiniteTDErrors) as error:
         _fail(error, 1)
+    except OSError as error:  # an event file or a test's agent that the disk refused (full)
+        _fail(write_failure(error, training.step, run_dir, checkpoints), 1)
     except KeyboardInterrupt:  # a second SIGINT: stop at once, from wherever the loop was
         stopped_by = signal.SIGINT
     finally:

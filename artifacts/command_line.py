@@ -1,5 +1,5 @@
 """What every command line shares: a bad argument is one line and exit status 2, and an
-output location is checked before any work starts."""
+output location and the memory the work needs are checked before any work starts."""
 
 import argparse
 import os
@@ -25,6 +25,16 @@ def unwritable_reason(directory: Path) -> str | None:
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"{ancestor} is not writable"
     return None
+
+
+def available_memory_bytes() -> int:
+    """Memory the system can give this process without swapping (Linux: MemAvailable)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def output_directory(text: str) -> Path:

@@ -62,6 +62,16 @@ def variant_name(
     return name if target_rule == DEFAULT_TARGET_RULE else f"{target_rule}-{name}"
 
 
+def read_config_file(path: Path):
+    """A config.yaml's data, read with a YAML safe load (no tag runs code); a one-line
+    ValueError naming the file where it cannot be read or is not YAML."""
+    try:
+        return yaml.safe_load(Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        first = (str(error).strip().splitlines() or ["unreadable"])[0]
+        raise ValueError(f"run config {path} is unreadable: {first}") from None
+
+
 @dataclass(frozen=True)
 class RunDirectory:
     """One run directory: where its files are, and what its config.yaml says (read on first
@@ -108,12 +118,9 @@ class RunDirectory:
 
     @functools.cached_property
     def config(self) -> dict:
-        """config.yaml as plain data, as this version writes it (`artifacts.upgrade`)."""
-        try:
-            config = yaml.safe_load(self.config_file.read_text("utf-8"))
-        except (OSError, yaml.YAMLError) as error:
-            first = (str(error).strip().splitlines() or ["unreadable"])[0]
-            raise ValueError(f"run config {self.config_file} is unreadable: {first}") from None
+        """config.yaml as plain data, as this version writes it (`artifacts.upgrade`); {}
+        where it holds no mapping (not a run's)."""
+        config = read_config_file(self.config_file)
         return upgrade_config(config if isinstance(config, dict) else {})
 
     @property

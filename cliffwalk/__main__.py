@@ -20,14 +20,23 @@ proportional sampling (streaming.csv, streaming_summary.md, streaming_{tabular,l
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
-from artifacts.command_line import OneLineParser, at_least, output_directory
+from artifacts.command_line import (
+    OneLineParser,
+    at_least,
+    available_memory_bytes,
+    output_directory,
+)
 from cliffwalk.experiment import (
     PAPER,
     SIGNALS,
     Study,
+    grid_bytes,
     read_results,
+    result_order,
     run_grid,
     summarize,
     write_results,
@@ -139,18 +148,29 @@ def report(results, out: Path, study: Study = PAPER) -> str:
     return text
 
 
-def main(argv=None) -> None:
-    args = parse_args(argv)
-    study = COMPARISONS[args.compare] if args.compare else PAPER
-    variants = args.variants or study.variants
-    for variant in variants:
-        study.parse(variant)  # fail before any output is written
-    args.out.mkdir(parents=True, exist_ok=True)
-    csv_path = args.out / f"{study.name}.csv"
-    if args.replot:
-        results = read_results(csv_path, study.result)
-    else:
-        start = time.perf_counter()
+def refuse(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
+    """A grid whose largest runs would not fit in the memory available is refused before any
+    work (one line, exit status 2)."""
+    runs = len(variants) * args.seeds * (args.max_n - args.min_n + 1)
+    needed, available = grid_bytes(args.max_n, args.jobs, runs), available_memory_bytes()
+    if needed > available:
+        refuse(
+            f"--max-n {args.max_n} is not allowed here: {min(args.jobs, runs)} run(s) at "
+            f"once of 2^{args.max_n + 1} - 2 transitions need about {needed / 1e9:.3g} GB and "
+            f"this machine has {available / 1e9:.3g} GB available (lower --max-n or --jobs)"
+        )
+
+
+def run(args: argparse.Namespace, study: Study, variants: Sequence[str], csv_path: Path):
+    """The grid's results, written to `csv_path`; a grid that fails or is interrupted part-way
+    writes the runs it finished there and ends in one line."""
+    start, finished = time.perf_counter(), []
+    try:
         results = run_grid(
             study,
             variants,
@@ -158,9 +178,37 @@ def main(argv=None) -> None:
             range(args.seeds),
             settings_from(args, study),
             jobs=args.jobs,
+            finished=finished,
         )
-        write_results(results, csv_path, study.result)
-        print(f"{len(results)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    except (Exception, KeyboardInterrupt) as error:
+        kept = "no run had finished"
+        if finished:
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_results(sorted(finished, key=result_order), csv_path, study.result)
+            kept = f"the {len(finished)} run(s) finished are in {csv_path}"
+        cause = "interrupted" if isinstance(error, KeyboardInterrupt) else f"failed ({error!r})"
+        print(f"error: the grid {cause}; {kept}", file=sys.stderr)
+        sys.exit(130 if isinstance(error, KeyboardInterrupt) else 1)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_results(results, csv_path, study.result)
+    print(f"{len(results)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return results
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    study = COMPARISONS[args.compare] if args.compare else PAPER
+    variants = args.variants or study.variants
+    for variant in variants:
+        study.parse(variant)  # fail before any output is written
+    csv_path = args.out / f"{study.name}.csv"
+    if args.replot:
+        if not csv_path.is_file():
+            refuse(f"--replot needs {csv_path}: there is no such file")
+        results = read_results(csv_path, study.result)
+    else:
+        check_memory(args, variants)
+        results = run(args, study, variants, csv_path)
     print(report(results, args.out, study))
     figures = ", ".join(f"{name}.png" for name in study.panels)
     print(f"wrote {csv_path}, {figures}, {study.name}_summary.md in {args.out}", file=sys.stderr)

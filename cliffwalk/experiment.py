@@ -18,7 +18,7 @@ from functools import partial
 
 import numpy as np
 
-from cliffwalk.env import exhaustive_transitions
+from cliffwalk.env import exhaustive_transitions, memory_size
 from cliffwalk.learners import QLearner
 from cliffwalk.strategies import (
     CAPPED,
@@ -132,6 +132,17 @@ def _run_task(task) -> RunResult:
     return run(*arguments)
 
 
+# The most memory one run takes per transition of its memory, measured at n = 18 and 20
+# (peak resident memory 274-280 bytes: mostly the exhaustive fill's Python tuples), rounded up.
+RUN_BYTES_PER_TRANSITION = 300
+
+
+def grid_bytes(max_n: int, jobs: int, runs: int) -> int:
+    """About the most memory a grid takes at once: its `jobs` workers each on a run of the
+    largest memory (they start first), or as many as there are runs."""
+    return min(jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(max_n)
+
+
 def run_grid(
     study: Study,
     variants: Sequence[str],
@@ -140,9 +151,11 @@ def run_grid(
     settings,
     jobs: int = 2,
     log=sys.stderr,
+    finished: list[RunResult] | None = None,
 ) -> list[RunResult]:
     """Every (variant, n, seed) run of `study`, largest memories first so the slowest start
-    early. `settings` is what `study.run` takes."""
+    early. `settings` is what `study.run` takes. Each result is also appended to `finished`
+    as it comes in, so that a grid that fails part-way keeps the runs it finished."""
     for variant in variants:
         study.parse(variant)
     tasks = [
@@ -151,7 +164,7 @@ def run_grid(
         for v in variants
         for s in seeds
     ]
-    results = []
+    results = [] if finished is None else finished
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for result in pool.imap_unordered(_run_task, tasks):
             results.append(result)
@@ -163,7 +176,12 @@ def run_grid(
                     file=log,
                     flush=True,
                 )
-    return sorted(results, key=lambda r: (r.representation, r.strategy, r.n, r.seed))
+    return sorted(results, key=result_order)
+
+
+def result_order(result: RunResult) -> tuple:
+    """The order of cliffwalk.csv's rows."""
+    return (result.representation, result.strategy, result.n, result.seed)
 
 
 def write_results(results: Sequence[RunResult], path, kind: type = RunResult) -> None:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from schema import shown
+
 _CSV_NAME = "atari57_games.csv"
 _ACCEPTED = (
     "Accepted: ale-py ROM ids (e.g. breakout), display names (Breakout) "
@@ -107,4 +109,4 @@ def resolve_game(name: str) -> Game:
     close = difflib.get_close_matches(_key(_gym_name(name)), table, n=5, cutoff=0.6)
     suggestions = list(dict.fromkeys(table[key].rom_id for key in close))
     hint = f"; did you mean: {', '.join(suggestions)}?" if suggestions else "."
-    raise ValueError(f"unknown game {name!r} (env.game){hint} {_ACCEPTED}")
+    raise ValueError(f"unknown game {shown(repr(name))} (env.game){hint} {_ACCEPTED}")

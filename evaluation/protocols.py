@@ -15,10 +15,14 @@ never touches the training env or the agent's generator. Scores are unclipped ga
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from tqdm import tqdm
 
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
@@ -30,6 +34,33 @@ from evaluation.scores import normalized_score
 
 NOOP_EPSILON = 0.01  # Table 5, "Test", tuned Double DQN and both prioritized variants
 HUMAN_STARTS_EPSILON = 0.001  # Table 5, "Human starts"
+
+
+# Who hears of each episode as it ends, with its score: evaluate.py's progress bar, so that a
+# long evaluation shows it is going on. Not an argument, so that the registry's `Evaluator`
+# signature, which new protocols implement, stays as it is.
+episode_listener: ContextVar[Callable[[float], None] | None] = ContextVar(
+    "episode_listener", default=None
+)
+
+
+@contextlib.contextmanager
+def episode_progress(total: int | None, unit: str) -> Iterator[None]:
+    """A progress bar on stderr counting the episodes that end meanwhile, with the last score."""
+    with tqdm(total=total, unit=unit, leave=False) as bar:
+        listening = episode_listener.set(
+            lambda score: bar.update(1) or bar.set_postfix(score=f"{score:g}")
+        )
+        try:
+            yield
+        finally:
+            episode_listener.reset(listening)
+
+
+def _episode_ended(score: float) -> None:
+    listener = episode_listener.get()
+    if listener is not None:
+        listener(score)
 
 
 class Policy(Protocol):
@@ -123,6 +154,8 @@ def evaluate_noop(
                 env, agent, stack.reset(frame), stack, rng, epsilon, frame_limit=limit
             )
             emulated += end  # this episode's frames, its no-ops included
+            if finished:
+                _episode_ended(score)
             if finished or not scores:
                 partial = not finished
                 scores.append(score)
@@ -167,6 +200,7 @@ def evaluate_human_starts(
             for frame in frames[1:]:
                 state = stack.push(frame)
             score, end, _ = _play(env, agent, state, stack, rng, epsilon)
+            _episode_ended(score)
             scores.append(score)
             ends.append(end)
             starts.append(prefix)

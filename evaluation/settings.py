@@ -13,7 +13,7 @@ from schema import (
     BOOLEAN,
     FRACTION,
     NON_NEGATIVE_INTEGER,
-    POSITIVE_INTEGER,
+    IntegerRule,
     Rule,
     Schema,
     none_or,
@@ -21,6 +21,18 @@ from schema import (
     setting,
     text,
 )
+
+# The largest counts allowed: beyond them an evaluation would run for days (100,000 episodes
+# of MinAtar's shortest games take hours) or the bootstrap would not fit in memory.
+MOST_EPISODES, MOST_BOOTSTRAP_REPS = 100_000, 1_000_000
+
+
+def positive_up_to(most: int) -> IntegerRule:
+    return IntegerRule(f"a positive integer, at most {most}", lambda v: 0 < v <= most)
+
+
+EPISODES = positive_up_to(MOST_EPISODES)
+
 
 # Looked up when checked, so that a protocol registered later (a test's) is allowed too.
 PROTOCOL = Rule(
@@ -37,11 +49,12 @@ class EvaluateSettings(Schema):
     # evaluate every run's env kind (`evaluate.choose_protocol`).
     protocol: str | None = setting(None, rule=PROTOCOL)
     snapshot: str = setting("best", rule=one_of(SNAPSHOT_NAMES))  # which one of a run directory
-    episodes: int | None = setting(None, rule=none_or(POSITIVE_INTEGER, "a positive integer"))
+    episodes: int | None = setting(None, rule=none_or(EPISODES, EPISODES.allowed))
     epsilon: float | None = setting(None, rule=none_or(FRACTION, "in [0, 1]"))  # the protocol's
     start_states: str | None = setting(None, rule=PATH)  # a file, or a directory of <rom_id>.npz
     seed: int = setting(0, rule=NON_NEGATIVE_INTEGER)  # every evaluation env and ε draw
     device: str = setting("auto", rule=text("auto, cpu or cuda[:N]"))
     cuda_graphs: bool = setting(False, rule=BOOLEAN)  # act through a captured forward pass
     output: str | None = setting(None, rule=PATH)  # None: the evaluated directory
-    bootstrap_reps: int = setting(2000, rule=POSITIVE_INTEGER)  # the IQM interval's resamples
+    # the IQM interval's resamples
+    bootstrap_reps: int = setting(2000, rule=positive_up_to(MOST_BOOTSTRAP_REPS))

@@ -49,7 +49,7 @@ def minatar_beside_atari(scratch: Path, out: Path, shown_as: str, source, others
     for the Atari report."""
     count = others[MINATAR]
     try:
-        minatar.build(scratch, out / MINATAR, shown_as, source)
+        minatar.build(scratch, out / MINATAR, shown_as, source, name_others=False)
     except ValueError:
         return f"{count} {MINATAR} run(s) left out: none has a training episode to report"
     return f"{count} {MINATAR} run(s): not Atari, reported in {MINATAR}/report.md"

@@ -16,6 +16,7 @@ number, minatar_<game>_<key>.png shows the return against it. The sweep report
 """
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from reporting.markdown import (
 )
 from reporting.minatar_figures import plot_against_key, plot_minatar, swept_lines
 from reporting.minatar_results import (
+    FAMILY,
     GRID_POINTS,
     Cell,
     VariantRuns,
@@ -37,7 +39,7 @@ from reporting.minatar_results import (
     read_variants,
     seed_band,
 )
-from reporting.results import count_name
+from reporting.results import count_name, read_results
 from reporting.seed_statistics import LAST_EPISODES, RUNNING_AVERAGE_RATE
 
 CHECKPOINTS = (500_000, 1_000_000)  # and the runs' budget (`report_frames`)
@@ -275,11 +277,13 @@ def build(
     out: Path,
     shown_as: str | None = None,
     source: Callable = lambda info: info.path,
+    name_others: bool = True,
 ) -> Path:
     """Writes the figures and report.md into `out`; returns report.md's path. `shown_as` names
     the results in the report (default: `results_dir`), `source(info)` each run in its notes.
     A directory without exported MinAtar runs is a one-line ValueError naming it, before
-    anything is written."""
+    anything is written. The notes (also on stderr) name each run left out, and with
+    `name_others` how many runs of each other family there are."""
     variants, notes = read_variants(results_dir, source)
     if not variants:
         raise ValueError(
@@ -287,6 +291,13 @@ def build(
             "minatar beside a training_returns.csv); export runs with: "
             "python -m reporting export RUN_DIR --out DIR"
         )
+    others = read_results(results_dir, FAMILY)[1] if name_others else {}
+    notes += [
+        f"{count} {family} run(s) left out (not MinAtar): python -m reporting published"
+        for family, count in others.items()
+    ]
+    for note in notes:  # in report.md too: said here, so that no run is left out unseen
+        print(f"note: {note}", file=sys.stderr)
     shown_as = shown_as or f"`{results_dir}`"
     out.mkdir(parents=True, exist_ok=True)
     frames = report_frames(variants)

@@ -5,6 +5,7 @@
 #   scripts/slurm_cluster.sh up      # ~15 s; installs Debian's packages if they are missing
 #   export SLURM_CONF=/var/lib/per-atari-slurm/slurm.conf
 #   scripts/slurm_cluster.sh down    # stops its daemons and removes their state
+#   scripts/slurm_cluster.sh node    # the node's CPUs and memory, as `up` sizes it (starts nothing)
 #
 # Everything the cluster owns lives in $SLURM_CLUSTER_DIR (daemons' state, logs, sockets, the
 # MUNGE key, the database) and listens on its own ports, so a SLURM, MUNGE or MariaDB already
@@ -53,10 +54,13 @@ install_packages() {
   fi
 }
 
+# The node is the whole machine: its online CPUs (not `nproc`, which follows OMP_NUM_THREADS and
+# this shell's CPU affinity) and its memory in MB.
+node() {
+  echo "CPUs=$(getconf _NPROCESSORS_ONLN) RealMemory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024))"
+}
+
 write_configs() {
-  local cpus memory
-  cpus=$(nproc)
-  memory=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024))
   cat >"$CONF" <<EOF
 ClusterName=$CLUSTER
 SlurmctldHost=$(hostname -s)(127.0.0.1)
@@ -91,7 +95,7 @@ ReturnToService=2
 MpiDefault=none
 MailProg=/bin/true
 PlugStackConfig=$DIR/plugstack.conf
-NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory State=UNKNOWN
+NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 $(node) State=UNKNOWN
 PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
   : >"$DIR/plugstack.conf"
@@ -164,7 +168,7 @@ up() {
   start_database
   start_slurm
   trap - EXIT
-  log "up in ${SECONDS} s: partition $PARTITION, node $NODE ($(nproc) CPUs); export SLURM_CONF=$CONF"
+  log "up in ${SECONDS} s: partition $PARTITION, node $NODE ($(node)); export SLURM_CONF=$CONF"
 }
 
 # Stop the daemon whose pid file is $1 (only that process) and wait for it to exit.
@@ -198,8 +202,9 @@ down() {
 case ${1:-} in
 up) up ;;
 down) down ;;
+node) node ;;
 *)
-  echo "usage: $0 up|down" >&2
+  echo "usage: $0 up|down|node" >&2
   exit 2
   ;;
 esac

@@ -29,6 +29,21 @@ def config(*overrides: str):
         return compose(config_name="config", overrides=list(overrides))
 
 
+@pytest.mark.parametrize(
+    ("overrides", "game"),
+    [
+        (["env.game=SpaceInvaders"], "space_invaders"),
+        (["env.game=ALE/MsPacman-v5"], "ms_pacman"),
+        (["experiment=minatar_dqn", "env.game=SpaceInvaders"], "space_invaders"),
+    ],
+)
+def test_the_default_run_directory_is_named_by_the_games_id(overrides, game):
+    """However env.game spells it, a game's runs share one directory."""
+    with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    assert re.fullmatch(rf"runs/{game}/uniform/[\d_-]+", OmegaConf.select(cfg, "hydra.run.dir"))
+
+
 def test_defaults_are_the_papers_uniform_double_dqn():
     cfg = config()
     assert cfg.env.game == "pong" and cfg.replay.kind == "uniform"

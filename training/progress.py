@@ -3,12 +3,14 @@
 import math
 import os
 import shutil
+import threading
 import time
 from collections import deque
 from pathlib import Path
 
 import numpy as np
 from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
 from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
@@ -75,6 +77,17 @@ def check_event_files(run_dir: Path, progress_state: dict) -> list[str]:
     return warnings
 
 
+def _writer_failures_told_once(arguments: threading.ExceptHookArgs) -> None:
+    """threading's excepthook, but silent for a write the disk refused in the TensorBoard
+    writer's own thread: the writer raises that error again in the loop's thread, at its next
+    write, which reports it in one line (train.py)."""
+    if isinstance(arguments.thread, _AsyncWriterThread) and isinstance(
+        arguments.exc_value, OSError
+    ):
+        return
+    threading.__excepthook__(arguments)
+
+
 class Progress:
     """Logs episodes as they end and averages learning statistics over each log period.
 
@@ -106,6 +119,7 @@ class Progress:
     @property
     def writer(self) -> SummaryWriter:
         if self._writer is None:
+            threading.excepthook = _writer_failures_told_once
             self._writer = SummaryWriter(str(self.directory))
         return self._writer
 
@@ -203,9 +217,13 @@ class Progress:
         self._sums = {name: float(value) for name, value in state["sums"].items()}
         self._max_weight = float(state["max_weight"])
         self._updates = int(state["updates"])
-        self.bar.n = self._period_start
+        # The bar counts from the period's start, which may lie before the checkpoint's step:
+        # from there its rate is measured too (else it would show a negative one).
+        self.bar.n = self.bar.initial = self.bar.last_print_n = self._period_start
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self.bar.close()
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        finally:
+            self.bar.close()

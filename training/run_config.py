@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
-from artifacts.run_directory import RunDirectory
+from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
 from envs.registry import environment_kind
 from schema import shown
@@ -35,8 +35,16 @@ _STARTED_NS = time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
 
 
 def load_stored_config(path: Path) -> DictConfig:
-    """A run's config.yaml as this version writes it (`artifacts.upgrade`)."""
-    return OmegaConf.create(upgrade_config(OmegaConf.to_container(OmegaConf.load(path))))
+    """A run's config.yaml as this version writes it (`artifacts.upgrade`); a one-line
+    ValueError where it cannot be read, is not YAML, or holds no settings (empty)."""
+    stored = read_config_file(path)
+    if stored is None or stored == {}:
+        raise ValueError(f"run config {path} is empty: it holds no settings")
+    if not isinstance(stored, dict):
+        raise ValueError(
+            f"run config {path} holds a {type(stored).__name__}, not the run's settings"
+        )
+    return OmegaConf.create(upgrade_config(stored))
 
 
 def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:

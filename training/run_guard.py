@@ -6,10 +6,21 @@ import fcntl
 import os
 from pathlib import Path
 
+from omegaconf.errors import OmegaConfBaseException
+
 from artifacts.command_line import unwritable_reason
 
 # Command-line keys that name a directory train.py will write into.
 DIRECTORY_KEYS = ("resume", "hydra.run.dir", "hydra.sweep.dir")
+
+
+def error_line(error: Exception) -> str:
+    """An error's message as train.py prints it: OmegaConf's (an interpolation to a missing
+    key, say) on one line, the key first, without the lines it adds about where."""
+    if isinstance(error, OmegaConfBaseException) and getattr(error, "full_key", None):
+        first = (str(error).splitlines() or [type(error).__name__])[0]
+        return f"{error.full_key}: {first[:1].lower()}{first[1:]}"
+    return str(error)
 
 
 class RunDirectoryError(ValueError):

@@ -28,6 +28,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from artifacts.run_directory import CONFIG
 from training.run_config import check_run
+from training.run_guard import error_line
 
 # Launchers that run every job on the machine that starts the sweep.
 LOCAL_LAUNCHERS = (
@@ -178,7 +179,7 @@ def check_sweep(config: DictConfig, jobs: list[list[str]]) -> list[Path]:
         try:
             run_dir = check_job(job, this_machine)
         except ValueError as error:
-            raise SweepRefused(f"{label}: {error}") from None
+            raise SweepRefused(f"{label}: {error_line(error)}") from None
         if run_dir in run_dirs:
             other = run_dirs[run_dir]
             raise SweepRefused(

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from agents.devices import check_pipelined, resolve_device
 from agents.networks import build_network
 from agents.settings import AgentSettings
+from artifacts.command_line import available_memory_bytes
 from artifacts.upgrade import check_resumable
 from envs.registry import env_settings, environment_kind
 from replay.buffer import memory_bytes
@@ -137,16 +138,6 @@ def _learners_cuda_device(name: str, learners: torch.device) -> bool:
     return device.type == "cuda" and device == learners
 
 
-def available_memory_bytes() -> int:
-    """Memory the system can give this process without swapping (Linux: MemAvailable)."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        return int(fields["MemAvailable"].split()[0]) * 1024
-    except (OSError, KeyError, ValueError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
 def replay_bytes(cfg: DictConfig) -> int:
     """What a full replay of the config occupies in memory, and about what a checkpoint of
     it occupies on disk (its frames, and the per-slot arrays in the state file)."""
@@ -164,14 +155,45 @@ def _check_memory(cfg: DictConfig) -> None:
         )
 
 
+# A state file holds the agent's networks and optimizer: the online and target networks and
+# the two statistics of centered RMSProp, each the size of the network. A run's snapshots:
+# agent_latest.pt and agent_best.pt (a network each) and agent_final.pt (all four).
+STATE_NETWORKS, SNAPSHOT_NETWORKS = 4, 6
+# The most actions a game has (ALE's full action set): a network's largest head.
+MOST_ACTIONS = 18
+
+
+def network_bytes(cfg: DictConfig) -> int:
+    """What one copy of the agent's network occupies (built without memory, on the meta
+    device), with the largest head any game needs."""
+    env = environment_kind(cfg.env.kind)
+    with torch.device("meta"):
+        network = build_network(
+            cfg.agent.network, MOST_ACTIONS, cfg.agent.history_length, env.frame_shape(cfg.env)
+        )
+    return sum(p.numel() * p.element_size() for p in network.parameters())
+
+
+def run_disk_bytes(cfg: DictConfig) -> int:
+    """About what a run's files occupy at most: `checkpoint.keep` checkpoints (each a copy of
+    the replay and a state file, whose networks dominate at small capacities) and its
+    snapshots."""
+    networks = network_bytes(cfg)
+    state = replay_bytes(cfg) + STATE_NETWORKS * networks
+    return cfg.checkpoint.keep * state + SNAPSHOT_NETWORKS * networks
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
+
+
 def check_disk(cfg: DictConfig, checkpoints: Path) -> None:
-    """The run's `checkpoint.keep` checkpoints must fit on the disk of `checkpoints` (beside
-    what its checkpoints already occupy, which they overwrite), before the first of them
-    is due."""
+    """The run's files (`run_disk_bytes`) must fit on the disk of `checkpoints` (beside what
+    its checkpoints already occupy, which they overwrite), before the first of them is due."""
     # What the files occupy, not their length: a frame copy is sparse until the ring fills.
     files = checkpoints.iterdir() if checkpoints.is_dir() else ()
     existing = sum(path.stat().st_blocks * 512 for path in files)
-    needed = cfg.checkpoint.keep * replay_bytes(cfg) - existing
+    needed = run_disk_bytes(cfg) - existing
     place = checkpoints
     while not place.exists():
         place = place.parent
@@ -179,9 +201,9 @@ def check_disk(cfg: DictConfig, checkpoints: Path) -> None:
     if needed > free:
         raise ValueError(
             f"checkpoint.keep={cfg.checkpoint.keep} is not allowed here: {cfg.checkpoint.keep} "
-            f"checkpoints of replay.capacity={cfg.replay.capacity} need {needed / 1e9:.1f} GB "
-            f"more and {place} has {free / 1e9:.1f} GB free (lower either, or give "
-            "hydra.run.dir on a larger disk)"
+            f"checkpoints of replay.capacity={cfg.replay.capacity} and the agent's snapshots "
+            f"need {_size(needed)} more and {place} has {_size(free)} free (lower either, or "
+            "give hydra.run.dir on a larger disk)"
         )
 
 

@@ -1,11 +1,13 @@
 """`python -m cliffwalk`: the csv, summary and figures it writes; --replot."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
+from cliffwalk import __main__ as cliffwalk_main
 from cliffwalk.__main__ import COMPARISONS, main
-from cliffwalk.experiment import RunResult, paired_table, read_results, summarize
+from cliffwalk.experiment import PAPER, RunResult, paired_table, read_results, run_one, summarize
 from cliffwalk.plots import markdown_table
 
 
@@ -135,3 +137,44 @@ def test_paired_table_compares_runs_of_one_seed():
     # Oracle fewer in seeds 0 and 3 (a capped run counts as ∞), as many in seed 1; ratios
     # 2, 1, 0.5, ∞ have the median 1.5.
     assert "| linear | 5 | 2/4 (1 equal), 1.50× |" in table
+
+
+@pytest.mark.parametrize(
+    ("max_n", "needed"),
+    [("30", "1.29e+03"), ("200", "1.93e+54")],  # 2 runs × 300 bytes × (2^(n+1) − 2)
+)
+def test_a_grid_beyond_the_memory_is_refused_before_any_work(
+    tmp_path, capsys, monkeypatch, max_n, needed
+):
+    monkeypatch.setattr(cliffwalk_main, "available_memory_bytes", lambda: 16 * 10**9)
+    with pytest.raises(SystemExit) as stop:
+        main(["--max-n", max_n, "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (
+        f"error: --max-n {max_n} is not allowed here: 2 run(s) at once of 2^{int(max_n) + 1} - 2 "
+        f"transitions need about {needed} GB and this machine has 16 GB available (lower "
+        "--max-n or --jobs)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def fails_below_n_4(variant, n, seed, settings):
+    if n < 4:
+        raise MemoryError("cannot allocate")
+    return run_one(variant, n, seed, settings)
+
+
+def test_a_grid_that_fails_part_way_keeps_the_runs_it_finished(tmp_path, capsys, monkeypatch):
+    """The largest memories run first, one at a time here: those of n = 4 are finished when
+    the first of n = 3 fails."""
+    monkeypatch.setattr(cliffwalk_main, "PAPER", replace(PAPER, run=fails_below_n_4))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main(["--min-n", "3", "--max-n", "4", "--seeds", "1", "--jobs", "1", "--out", str(out)])
+    assert stop.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: the grid failed (MemoryError('cannot allocate')); the 7 run(s) finished are in "
+        f"{out / 'cliffwalk.csv'}"
+    )
+    assert {(r.n, r.seed) for r in read_results(out / "cliffwalk.csv")} == {(4, 0)}
+    assert len(read_results(out / "cliffwalk.csv")) == 7

@@ -150,6 +150,15 @@ def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, c
         (["env.difficulty_ramping=false"], "env.difficulty_ramping is not a setting; env has: "),
         (["env.frame_skip=four"], "env.frame_skip=four is not allowed: must be a positive integer"),
         (["episodes=0"], "episodes=0 is not allowed: must be a positive integer"),
+        (
+            ["episodes=99999999999999999999999"],  # beyond 64 bits
+            "episodes=99999999999999999999999 is not allowed: must be a positive integer, at "
+            "most 100000",
+        ),
+        (
+            ["bootstrap_reps=1000000000"],
+            "bootstrap_reps=1000000000 is not allowed: must be a positive integer, at most 1000000",
+        ),
         (["snapshot=final"], "snapshot=final is not allowed: must be one of best, latest"),
         (["output=/dev/null/out"], "output=/dev/null/out cannot be used: /dev/null is a file"),
     ],

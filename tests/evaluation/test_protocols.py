@@ -12,7 +12,7 @@ from evaluation.human_starts.__main__ import layout_defaults
 from evaluation.human_starts.sampling import sample_start_states
 from evaluation.human_starts.start_state_file import restore_start
 from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
-from evaluation.protocols import evaluate_human_starts, evaluate_noop
+from evaluation.protocols import episode_listener, evaluate_human_starts, evaluate_noop
 
 NOOP, FRAME_SKIP = 0, 4
 
@@ -71,6 +71,21 @@ def test_the_frame_cap_cuts_every_episode_and_counts_the_noops():
     steps = -(-(200 - result.start_frames) // FRAME_SKIP)  # ceil: the step that crosses the cap
     assert len(policy.calls) == steps.sum()
     assert result.emulated_frames == result.episode_frames.sum()
+
+
+def test_each_episode_is_heard_as_it_ends_for_a_long_evaluations_progress():
+    heard = []
+    listening = episode_listener.set(heard.append)
+    try:
+        result = evaluate_noop(
+            ScriptedPolicy(),
+            {"kind": "atari", "game": "pong", "max_episode_frames": 40},
+            rng=np.random.default_rng(0),
+            episodes=3,
+        )
+    finally:
+        episode_listener.reset(listening)
+    assert heard == result.scores.tolist() and len(heard) == 3
 
 
 def test_epsilon_is_passed_on_every_step_with_the_protocol_defaults():

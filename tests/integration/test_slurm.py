@@ -43,6 +43,9 @@ RUN = {
     "evaluation.every_frames": 400,
     "evaluation.frames": 200,
 }
+# What the sweeps need of the node: their two jobs at once (each waits for the other's first
+# checkpoint), each with one CPU and 1 GB.
+JOBS_AT_ONCE, CPUS_PER_JOB, MEMORY_MB_PER_JOB = 2, 1, 1024
 # The preset, with what this one-node cluster lacks (a GPU, 6 cores, 32 GB) scaled down, and a
 # time limit past 10 minutes (at 10 or less, submitit takes its signal for a timeout).
 LAUNCHER = [
@@ -50,8 +53,8 @@ LAUNCHER = [
     f"hydra.launcher.partition={PARTITION}",
     "hydra.launcher.timeout_min=15",
     "hydra.launcher.gpus_per_node=null",
-    "hydra.launcher.cpus_per_task=1",
-    "hydra.launcher.mem_gb=1",
+    f"hydra.launcher.cpus_per_task={CPUS_PER_JOB}",
+    f"hydra.launcher.mem_gb={MEMORY_MB_PER_JOB // 1024}",
 ]
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
 SWEEP_SECONDS = 480  # a sweep that takes longer has hung
@@ -63,15 +66,39 @@ def slurm(*command: str) -> str:
     ).stdout
 
 
+def node_shortfall(cpus: int, memory_mb: int) -> str | None:
+    """What a node of `cpus` CPUs and `memory_mb` MB lacks for these tests, or None."""
+    needed = {"CPU(s)": JOBS_AT_ONCE * CPUS_PER_JOB, "MB": JOBS_AT_ONCE * MEMORY_MB_PER_JOB}
+    lacking = [
+        f"{has} {unit} of the {need} needed"
+        for (unit, need), has in zip(needed.items(), (cpus, memory_mb), strict=True)
+        if has < need
+    ]
+    if not lacking:
+        return None
+    return (
+        f"the cluster's node has {' and '.join(lacking)} to run {JOBS_AT_ONCE} jobs at once: "
+        "scripts/slurm_cluster.sh down, then up (it sizes the node from the machine)"
+    )
+
+
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
     try:
-        slurm("sinfo", "--noheader", "--responding", f"--partition={PARTITION}")
+        node = slurm(
+            "sinfo", "--noheader", "--responding", f"--partition={PARTITION}", "-o", "%c %m"
+        )
     except (OSError, subprocess.CalledProcessError) as error:
         pytest.fail(
             f"no SLURM cluster ({error}): as root, scripts/slurm_cluster.sh up, then export "
             "SLURM_CONF=/var/lib/per-atari-slurm/slurm.conf"
         )
+    if not node.strip():
+        pytest.fail(f"the cluster has no responding node in partition {PARTITION}", pytrace=False)
+    cpus, memory_mb = (int(field.rstrip("+")) for field in node.split()[:2])
+    shortfall = node_shortfall(cpus, memory_mb)
+    if shortfall is not None:
+        pytest.fail(shortfall, pytrace=False)
 
 
 def start_sweep(cwd: Path, sweep_dir: Path, *overrides: str) -> subprocess.Popen:

@@ -250,3 +250,13 @@ def test_a_sweep_is_reported_by_its_keys_beside_exported_runs(tmp_path):
     for name in figures:
         assert (out / name).read_bytes()[:4] == b"\x89PNG" and f"![{name}]({name})" in text
     assert sorted(path.name for path in out.glob("*.png")) == sorted(figures)
+
+
+def test_the_minatar_report_names_each_run_it_leaves_out(results, tmp_path, capsys):
+    """The Atari export among the results, and the MinAtar run that is no export."""
+    text = main(["minatar", str(results), "--out", str(tmp_path / "report")]).read_text()
+    note = "1 atari run(s) left out (not MinAtar): python -m reporting published"
+    assert f"- {note}" in text
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2 and "unexported: no training_returns.csv" in notes[0]
+    assert notes[1] == f"note: {note}"

@@ -1,6 +1,9 @@
 """The training run's TensorBoard scalars: written several to an event, each tag reads back
-with the value and step that one `add_scalar` per scalar gives it."""
+with the value and step that one `add_scalar` per scalar gives it; the console progress bar
+of a resumed run."""
 
+import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +76,23 @@ def test_an_episode_is_one_event_per_x_axis(tmp_path, frame_skip, events_per_epi
         "episode_vs_frames/length_frames",
     }
     assert scalar_events(tmp_path / "tensorboard") == 3 * events_per_episode
+
+
+def test_a_resumed_runs_progress_bar_shows_no_negative_rate(tmp_path):
+    """Stopped at step 1337, its log period began at step 1250: the bar goes back there."""
+    progress = Progress(tmp_path, total_steps=3000, frame_skip=1, start_step=1337)
+    sums = {"loss": 0.0, "mean_q": 0.0, "mean_abs_td_error": 0.0, "mean_weight": 0.0}
+    state = {
+        "event_files": {},
+        "returns": [],
+        "period_start": 1250,
+        "sums": sums,
+        "max_weight": 0.0,
+        "updates": 0,
+    }
+    progress.load_state_dict(state)
+    time.sleep(0.01)
+    shown = str(progress.bar)
+    progress.close()
+    assert shown.startswith(" 42%|") and "1250/3000" in shown
+    assert re.search(r"-\d", shown) is None, shown
