@@ -62,14 +62,19 @@ def variant_name(
     return name if target_rule == DEFAULT_TARGET_RULE else f"{target_rule}-{name}"
 
 
-def read_config_file(path: Path):
-    """A config.yaml's data, read with a YAML safe load (no tag runs code); a one-line
-    ValueError naming the file where it cannot be read or is not YAML."""
+def read_yaml_file(path: Path, what: str):
+    """A YAML file's data, read with a safe load (no tag runs code); a one-line ValueError
+    naming `what` and the file where it cannot be read or is not YAML."""
     try:
         return yaml.safe_load(Path(path).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         first = (str(error).strip().splitlines() or ["unreadable"])[0]
-        raise ValueError(f"run config {path} is unreadable: {first}") from None
+        raise ValueError(f"{what} {path} is unreadable: {first}") from None
+
+
+def read_config_file(path: Path):
+    """A config.yaml's data (`read_yaml_file`)."""
+    return read_yaml_file(path, "run config")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@
 
 Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<total frames>/ (e.g.
 results/pong/proportional/seed0_10M/), a run of another family below OUT/<family>/ (e.g.
-results/minatar/breakout/dqn-uniform/seed0_1M/), as four small files: its `config.yaml` and
+results/minatar/breakout/dqn-uniform/seed0_1M/), as small files: its `config.yaml` and
 `provenance.yaml` (copied; for a run from before runs recorded their provenance, one that
 says it is unknown), its periodic tests `evaluations.csv` and its training episodes
-`training_returns.csv`. No checkpoint, snapshot or event file is copied. The variant is the
+`training_returns.csv`; and, copied where the run has them, its `changes.yaml` and the
+reports of `python evaluate.py RUN_DIR` (`evaluation_<protocol>.json` and `.csv`, each
+protocol's). No checkpoint, snapshot or event file is copied. The variant is the
 replay kind for a run with the paper's agent and replay settings, and names any other
 setting that differs (`artifacts.run_directory.variant_name`).
 
@@ -32,7 +34,7 @@ from tensorboard.backend.event_processing.event_accumulator import (
 from artifacts.command_line import unwritable_reason
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.provenance import NOT_RECORDED, PROVENANCE
-from artifacts.run_directory import CONFIG, RunDirectory, find_runs
+from artifacts.run_directory import CONFIG, RunDirectory, find_runs, read_yaml_file
 from evaluation.scores import normalized_score
 from reporting.results import (
     EVALUATION_COLUMNS,
@@ -40,7 +42,9 @@ from reporting.results import (
     RETURN_COLUMNS,
     TRAINING_RETURNS,
     destination,
+    read_snapshot_evaluation,
 )
+from reporting.score_table import GAME_COLUMNS, RAW_GAME_COLUMNS, report_files
 
 EVAL_TAG = "eval/score"  # the periodic test's mean score, against agent steps
 EPISODE_TAG = "episode/return"
@@ -55,12 +59,14 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Export:
-    """A run's rows as they are written: the cells of evaluations.csv and training_returns.csv."""
+    """A run's rows as they are written: the cells of evaluations.csv and training_returns.csv;
+    and the files copied as they are, checked (`copied_files`)."""
 
     info: RunDirectory
     evaluations: list[tuple[str, ...]]
     returns: list[tuple[str, ...]]
     notes: tuple[str, ...] = ()  # what could not be read: a last event cut short
+    copies: tuple[Path, ...] = ()
 
 
 def checked_event_files(tensorboard_dir: Path) -> list[str]:
@@ -168,16 +174,53 @@ def csv_rows(path: Path) -> list[tuple[str, ...]]:
         return [tuple(row) for row in list(csv.reader(file))[1:]]
 
 
+def check_score_table(path: Path) -> None:
+    """A CSV report of evaluate.py starts with the header of one of its tables."""
+    try:
+        with path.open(newline="", encoding="utf-8") as file:
+            header = tuple(next(csv.reader(file), ()))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise ValueError(f"{path} is unreadable: {error}") from None
+    if header not in (GAME_COLUMNS, RAW_GAME_COLUMNS):
+        raise ValueError(f"{path} is not evaluate.py's report: its header is not a score table's")
+
+
+def check_changes(path: Path) -> None:
+    """changes.yaml lists the changes (`training.run_record`)."""
+    if not isinstance(read_yaml_file(path, "record of changes"), list):
+        raise ValueError(f"record of changes {path} holds no list of changes")
+
+
+# How each file copied as it is gets checked, by its suffix.
+COPY_CHECKS = {".yaml": check_changes, ".json": read_snapshot_evaluation, ".csv": check_score_table}
+
+
+def copied_files(info: RunDirectory) -> tuple[Path, ...]:
+    """The run's files an export copies as they are: its changes.yaml and evaluate.py's reports
+    on it, those it has. Each is checked (COPY_CHECKS): an ExportError names one that does not
+    read as what it should be."""
+    patterns = report_files(info.path, "*")
+    reports = [path for pattern in patterns for path in info.path.glob(pattern.name)]
+    copies = sorted(reports) + ([info.changes_file] if info.changes_file.is_file() else [])
+    for path in copies:
+        try:
+            COPY_CHECKS[path.suffix](path)
+        except ValueError as error:
+            raise ExportError(str(error)) from None
+    return tuple(copies)
+
+
 def read_run(info: RunDirectory) -> Export:
     """The run's rows from its TensorBoard events (none for a run that logged nothing); an
     exported run's, without events and with its CSV files, as they are written there."""
+    copies = copied_files(info)
     if not info.tensorboard.is_dir() and (info.path / TRAINING_RETURNS).is_file():
         rows = (csv_rows(info.path / name) for name in (EVALUATIONS, TRAINING_RETURNS))
-        return Export(info, *rows)
+        return Export(info, *rows, copies=copies)
     events, notes = read_events(info.tensorboard)
     scalars = scalars_of(events)
     evaluations = evaluation_rows(info, scalars, texts_of(events))
-    return Export(info, evaluations, return_rows(info, scalars), tuple(notes))
+    return Export(info, evaluations, return_rows(info, scalars), tuple(notes), copies)
 
 
 def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
@@ -240,7 +283,7 @@ def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
 
 
 def write(export: Export, directory: Path) -> Path:
-    """The run's four files into `directory` (made if needed); returns it. A run without a
+    """The run's files into `directory` (made if needed); returns it. A run without a
     provenance.yaml gets one that records no start: its code is unknown."""
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(export.info.config_file, directory / CONFIG)
@@ -250,6 +293,8 @@ def write(export: Export, directory: Path) -> Path:
         (directory / PROVENANCE).write_text(NOT_RECORDED + "starts: []\n")
     _write_csv(directory / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
     _write_csv(directory / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
+    for source in export.copies:
+        shutil.copyfile(source, directory / source.name)
     return directory
 
 

@@ -8,9 +8,10 @@ against frames, median and min–max over runs, with Dopamine's curves over the 
 training_<game>.png (each variant's mean training return per 1M-frame iteration, the measure
 Dopamine published, beside its curves), and report.md (per game and variant, the test score at
 the last frame count all its runs share, and the training return of the last iteration all its
-runs completed). Dopamine's curves are training returns under another protocol (sticky
-actions, no no-op starts, ε at 0.01 after 1M frames; reporting/data/README.md): a reference for
-the order of magnitude only.
+runs completed; per run, its evaluation after training by `python evaluate.py RUN_DIR`, where
+it has one: `reporting.evaluation_table`). Dopamine's curves are training returns under
+another protocol (sticky actions, no no-op starts, ε at 0.01 after 1M frames;
+reporting/data/README.md): a reference for the order of magnitude only.
 """
 
 import functools
@@ -32,6 +33,7 @@ from reporting.dopamine import (
     dopamine_at,
     iteration_means,
 )
+from reporting.evaluation_table import evaluation_section
 from reporting.markdown import code_section, format_percent, format_score, markdown_row
 from reporting.plots import DOPAMINE_COLOURS, label, variant_colours
 from reporting.results import (
@@ -214,6 +216,8 @@ def markdown(
         "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow | code |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *map(variant_row, variants),
+        "",
+        *evaluation_section([run for variant in variants for run in variant.runs]),
         "",
         "## Training returns",
         "",

@@ -11,9 +11,11 @@ of its directories. `export` puts each run at
 exported run is a run directory (`artifacts.run_directory`) holding the run's own config.yaml,
 its provenance.yaml (`artifacts.provenance`), `evaluations.csv` (one row per periodic test,
 EVALUATION_COLUMNS) and `training_returns.csv` (one row per training episode,
-RETURN_COLUMNS). Rows are in increasing step order, one per step. A value is the shortest
-decimal that reads back as TensorBoard's float32, and is read as that decimal: 12.333333 (a
-mean over 3 episodes) rather than float32's 12.333333015.
+RETURN_COLUMNS); and, where the run has them, its changes.yaml and the reports of evaluate.py
+on it (`evaluation_<protocol>.json` and `.csv`, `reporting.score_table`), copied as they
+are. Rows are in increasing step order, one per step. A value is the shortest decimal that
+reads back as TensorBoard's float32, and is read as that decimal: 12.333333 (a mean over 3
+episodes) rather than float32's 12.333333015.
 
 The sweep and MinAtar reports show one row per `Setting` (`by_setting`): a game, a variant, and
 the values of the settings that differ between that variant's runs of the game (a sweep's
@@ -22,6 +24,7 @@ keys), so that only runs that differ in their seed alone are pooled as seeds.
 
 import csv
 import functools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +34,8 @@ from typing import TypeVar
 import numpy as np
 
 from artifacts.run_directory import RunDirectory, find_runs
+from evaluation.runs import SNAPSHOT_NAMES
+from reporting.score_table import RunScore, report_files
 
 EVALUATIONS = "evaluations.csv"
 TRAINING_RETURNS = "training_returns.csv"
@@ -178,6 +183,52 @@ def read_series(path: Path, column: str) -> Series | None:
 
 
 @dataclass(frozen=True)
+class SnapshotEvaluation:
+    """evaluate.py's evaluation of one run (its JSON report in the run directory)."""
+
+    snapshot: str  # which snapshot it played: a key of `evaluation.runs.SNAPSHOT_NAMES`
+    score: RunScore
+
+
+def _snapshot_evaluation(document) -> SnapshotEvaluation:
+    """The one run's evaluation in a report's JSON data; a ValueError says what is amiss."""
+    runs = document.get("runs") if isinstance(document, dict) else None
+    if not isinstance(runs, list) or len(runs) != 1:
+        count = len(runs) if isinstance(runs, list) else "no"
+        raise ValueError(f"{count} runs' scores where a run directory's report has one")
+    if document.get("snapshot") not in SNAPSHOT_NAMES:
+        allowed = ", ".join(SNAPSHOT_NAMES)
+        raise ValueError(f"snapshot {document.get('snapshot')!r}, not one of {allowed}")
+    run = runs[0]
+    if not isinstance(run, dict):
+        raise ValueError(f"runs[0] is {run!r}, not an object")
+    numbers = {key: run.get(key) for key in ("frames", "episodes", "mean", "std")}
+    if run.get("normalized") is not None:
+        numbers["normalized"] = run["normalized"]
+    for key, value in numbers.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"runs[0].{key} is {value!r}, not a number")
+    try:
+        score = RunScore(**run)
+    except TypeError as error:  # a key missing or unknown
+        raise ValueError(str(error).removeprefix("RunScore.__init__() ")) from None
+    return SnapshotEvaluation(document["snapshot"], score)
+
+
+def read_snapshot_evaluation(path: Path) -> SnapshotEvaluation:
+    """The evaluation in evaluate.py's JSON report at `path`, written in a run directory; a
+    one-line ValueError naming the file where it is not JSON or not one run's report."""
+    try:
+        document = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is unreadable: {error}") from None
+    try:
+        return _snapshot_evaluation(document)
+    except ValueError as error:
+        raise ValueError(f"{path} is not evaluate.py's report on one run: {error}") from None
+
+
+@dataclass(frozen=True)
 class ExportedRun:
     """One exported run; each file is read on first use (a report reads the ones it shows)."""
 
@@ -192,6 +243,11 @@ class ExportedRun:
     def returns(self) -> Series | None:
         """Each training episode's return; None where the run has no training_returns.csv."""
         return read_series(self.info.path / TRAINING_RETURNS, "return")
+
+    def evaluation(self, protocol: str) -> SnapshotEvaluation | None:
+        """evaluate.py's evaluation of the run under `protocol`; None where it has none."""
+        path = report_files(self.info.path, protocol)[0]
+        return read_snapshot_evaluation(path) if path.is_file() else None
 
 
 def read_results(results_dir: Path, family: str) -> tuple[list[ExportedRun], dict[str, int]]:

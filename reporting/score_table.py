@@ -192,14 +192,19 @@ def _rliable_iqm(matrix: np.ndarray, *, reps: int, seed: int) -> tuple[float, fl
     return float(points["run"][0]), float(low), float(high)
 
 
+def report_files(directory: Path, protocol: str) -> tuple[Path, Path]:
+    """The JSON and CSV files of `protocol`'s report in ``directory``; protocol ``*`` makes
+    them glob patterns of every protocol's."""
+    return directory / f"evaluation_{protocol}.json", directory / f"evaluation_{protocol}.csv"
+
+
 def write_report(
     directory: Path, protocol: Protocol, header: dict, runs, rows, summary
 ) -> list[Path]:
     """``evaluation_<protocol>.json`` (everything) and ``.csv`` (one row per variant and game,
     the columns of the rows' table: ``header["normalized"]``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / f"evaluation_{protocol.name}.json"
-    csv_path = directory / f"evaluation_{protocol.name}.csv"
+    json_path, csv_path = report_files(directory, protocol.name)
     document = {**header, "runs": [asdict(r) for r in runs], "games": rows, "summary": summary}
     json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
     with csv_path.open("w", newline="", encoding="utf-8") as file:

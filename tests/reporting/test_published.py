@@ -8,12 +8,18 @@ import pytest
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
+from envs.games import resolve_game
+from evaluation.protocol_registry import PROTOCOLS
+from evaluation.scores import normalized_score
 from reporting.__main__ import main
 from reporting.dopamine import dopamine_curves, iteration_means
+from reporting.score_table import RunScore, game_rows, write_report
 
 # Pong's no-op reference scores: random −20.7, human 14.6 (|human − random| = 35.3).
 # Run 0 of 2M frames is tested at 1M, 1.5M and 2M frames; run 1 of 1.5M frames at 1M and 1.5M,
-# without the per-episode text summary; an Alien run is tested once.
+# without the per-episode text summary; an Alien run is tested once. evaluate.py evaluated run 0
+# (its best snapshot with no-op starts, its latest from human starts) and the Alien run; run 0
+# records a change made on resume.
 RUNS = {
     "pong_prop_0": dict(
         game="Pong",
@@ -26,6 +32,11 @@ RUNS = {
             (500_000, -15.0, "[-15.0]"),
         ],
         returns=[(1_000, -21.0), (2_500, -20.0)],
+        evaluated={
+            "noop": ("best", 1_500_000, [-15.0, -13.0, -14.0]),
+            "human_starts": ("latest", 2_000_000, [-18.0]),
+        },
+        changes=[{"step": 1_000, "setting": "agent.cuda_graphs", "from": True, "to": False}],
     ),
     "pong_prop_1": dict(
         game="pong",
@@ -42,11 +53,37 @@ RUNS = {
         total_steps=1_000,
         evaluations=[(500, 300.0, "[300.0]")],
         returns=[],
+        evaluated={"noop": ("latest", 2_000, [250.0, 350.0])},
     ),
 }
 
 
-def write_run(run_dir: Path, game, kind, seed, total_steps, evaluations, returns) -> None:
+def write_evaluated(run_dir: Path, game, kind, seed, protocol_name, snapshot, frames, scores):
+    """The report evaluate.py writes into a run directory on evaluating its snapshot."""
+    protocol = PROTOCOLS[protocol_name]
+    mean = float(np.mean(scores))
+    score = RunScore(
+        run=run_dir.name,
+        game=resolve_game(game).rom_id,
+        variant=kind,
+        seed=seed,
+        step=frames // 4,
+        frames=frames,
+        episodes=len(scores),
+        mean=mean,
+        std=float(np.std(scores)),
+        normalized=normalized_score(mean, game, protocol.reference),
+        partial=False,
+        episode_scores=tuple(scores),
+        epsilon=protocol.epsilon,
+    )
+    header = {"title": protocol.title, "normalized": True, "snapshot": snapshot}
+    write_report(run_dir, protocol, header, [score], game_rows([score], protocol), [])
+
+
+def write_run(
+    run_dir: Path, game, kind, seed, total_steps, evaluations, returns, evaluated=None, changes=None
+) -> None:
     run_dir.mkdir(parents=True)
     config = {
         "seed": seed,
@@ -66,6 +103,10 @@ def write_run(run_dir: Path, game, kind, seed, total_steps, evaluations, returns
     for step, value in returns:
         writer.add_scalar("episode/return", value, step)
     writer.close()
+    for protocol, evaluation in (evaluated or {}).items():
+        write_evaluated(run_dir, game, kind, seed, protocol, *evaluation)
+    if changes is not None:
+        (run_dir / "changes.yaml").write_text(OmegaConf.to_yaml(changes))
 
 
 @pytest.fixture
@@ -80,20 +121,31 @@ def files_below(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
+EXPORTED = ("config.yaml", "evaluations.csv", "provenance.yaml", "training_returns.csv")
+NOOP_REPORT = ("evaluation_noop.csv", "evaluation_noop.json")
+# What run 0 has beside the files every exported run has, copied as they are.
+COPIED = (
+    "changes.yaml",
+    "evaluation_human_starts.csv",
+    "evaluation_human_starts.json",
+    *NOOP_REPORT,
+)
+
+
 def test_export_writes_small_files_with_the_logged_numbers(multirun, tmp_path):
     main(["export", str(multirun), "--out", str(tmp_path / "results")])
     results = tmp_path / "results"
-    assert files_below(results) == [
-        f"{run}/{name}"
-        for run in (
-            "alien/uniform/seed3_4k",
-            "pong/proportional/seed0_2M",
-            "pong/proportional/seed1_1500k",
-        )
-        for name in ("config.yaml", "evaluations.csv", "provenance.yaml", "training_returns.csv")
-    ]
+    exported = {
+        "alien/uniform/seed3_4k": (*EXPORTED, *NOOP_REPORT),
+        "pong/proportional/seed0_2M": (*EXPORTED, *COPIED),
+        "pong/proportional/seed1_1500k": EXPORTED,
+    }
+    assert files_below(results) == sorted(
+        f"{run}/{name}" for run, names in exported.items() for name in names
+    )
     run = results / "pong/proportional/seed0_2M"
-    assert (run / "config.yaml").read_bytes() == (multirun / "pong_prop_0/config.yaml").read_bytes()
+    for name in ("config.yaml", *COPIED):
+        assert (run / name).read_bytes() == (multirun / "pong_prop_0" / name).read_bytes()
     # normalized: (−20 + 20.7) / 35.3, (−17 + 20.7) / 35.3, (−15 + 20.7) / 35.3
     assert (run / "evaluations.csv").read_text() == (
         "step,frames,episodes,mean_score,normalized_score,episode_scores\n"
@@ -254,3 +306,62 @@ def test_report_gives_training_returns_per_iteration_beside_dopamine(tmp_path):
         "| 11.3 [11.1, 12.9] |"
     ) in report.read_text()
     assert (tmp_path / "report" / "training_breakout.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_shows_each_runs_noop_evaluation_or_that_it_has_none(multirun, tmp_path):
+    results = tmp_path / "results"
+    main(["export", str(multirun), "--out", str(results)])
+    text = main(["published", str(results), "--out", str(tmp_path / "report")]).read_text()
+    table = text.split("## Evaluation after training")[1].split("\n\n")[2]
+    # Alien: 250 and 350, mean 300 ± 50, (300 − 227.8) / (7127.7 − 227.8) = 1.0 %. Pong run 0's
+    # no-op report (its human-starts one is not this table's): −15, −13 and −14, mean −14 ±
+    # √(2/3) = 0.8, (−14 + 20.7) / 35.3 = 19.0 %. Pong run 1 has no report: no number.
+    assert table == (
+        "| game | variant | seed | budget | snapshot | episodes | ε | score | normalized |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        "| Alien | uniform | 3 | 4k frames | latest, 2k frames | 2 | 0.01 | 300.0 ± 50.0 "
+        "| 1.0 % |\n"
+        "| Pong | proportional | 1 | 1500k frames | not evaluated | – | – | – | – |\n"
+        "| Pong | proportional | 0 | 2M frames | best, 1500k frames | 3 | 0.01 | -14.0 ± 0.8 "
+        "| 19.0 % |"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("evaluation_noop.json", '{"runs": [', "is unreadable: Expecting value: line 1 column 11"),
+        (
+            "evaluation_noop.json",
+            '{"snapshot": "best", "runs": []}',
+            "is not evaluate.py's report on one run: 0 runs' scores where a run directory's "
+            "report has one",
+        ),
+        (
+            "evaluation_human_starts.json",
+            '{"snapshot": "final", "runs": [{}]}',
+            "is not evaluate.py's report on one run: snapshot 'final', not one of best, latest",
+        ),
+        (
+            "evaluation_human_starts.csv",
+            "game,score\nPong,-18\n",
+            "is not evaluate.py's report: its header is not a score table's",
+        ),
+        ("changes.yaml", "- step: [1\n", "is unreadable: while parsing a flow sequence"),
+    ],
+)
+def test_a_damaged_file_to_copy_is_refused_before_writing(
+    multirun, tmp_path, capsys, name, text, problem
+):
+    results = tmp_path / "results"
+    main(["export", str(multirun), "--out", str(results)])
+    stale = results / "alien/uniform/seed3_4k/evaluation_noop.json"  # written first, were it
+    stale.write_text("exported before")
+    (multirun / "pong_prop_0" / name).write_text(text)
+    capsys.readouterr()
+    error = refusal(["export", str(multirun), "--out", str(results)], capsys)
+    assert error.startswith("error: ") and f"{multirun / 'pong_prop_0' / name} " in error
+    assert problem in error
+    assert stale.read_text() == "exported before"
+    refusal(["export", str(multirun), "--out", str(tmp_path / "new")], capsys)
+    assert not (tmp_path / "new").exists()
