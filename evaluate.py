@@ -66,6 +66,7 @@ from reporting.score_table import (
     table_title,
     write_report,
 )
+from schema import typed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +91,7 @@ def read_command_line(argv: list[str]) -> tuple[Path, dict]:
     if len(positional) != 1:
         raise ValueError("give exactly one path: a snapshot, a run or a multirun directory")
     env = values.pop("env")
-    settings = EvaluateSettings.of(values)
+    settings = typed(EvaluateSettings, values)
     return Path(positional[0]), {**dataclasses.asdict(settings), "env": env}
 
 
@@ -132,7 +133,7 @@ def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
             "<rom_id>.npz); make one with python -m evaluation.human_starts sample"
         )
     for kind in sorted({spec.env_kind for spec in specs}):
-        environment_kind(kind).settings.of(options["env"])
+        typed(environment_kind(kind).settings, options["env"], fixed=("kind",))
     for spec in specs:
         check_snapshot(spec, protocol, options)
 
@@ -185,7 +186,7 @@ def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
             f"says env.game={env_kwargs['game']}"
         )
     # The kind's defaults where the config sets nothing (a snapshot outside a run).
-    settings = {**environment.settings.defaults(), **env_kwargs}
+    settings = typed(environment.settings, {**env_kwargs, "kind": spec.env_kind})
     env_shape, agent_shape = tuple(environment.frame_shape(settings)), frame_shape_of(payload)
     if env_shape != agent_shape:
         # A snapshot outside its run directory has no config: it is taken for an Atari agent.

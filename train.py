@@ -24,23 +24,15 @@ from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
 from envs.frame_stack import FrameStack
 from envs.registry import build_env, environment_kind
-from replay.buffer import NonFiniteTDErrors, ReplayBuffer
-from replay.priority_signals import needs_parameter_change_norms
-from replay.registry import build_sampler, build_storage, sampler_class
-from training.checkpoints import CheckpointError, CheckpointStore
-from training.config_defaults import register_defaults
-from training.evaluation_worker import EvaluationWorkerError
-from training.loop import Components, LearningDiverged, StopRequest, Training
-from training.plain_config import plain_config
-from training.progress import check_event_files
-from training.run_config import (
+from launch.config_defaults import register_defaults
+from launch.run_config import (
     check_run,
     record_run_config,
     record_start,
     remove_created_directories,
     run_config,
 )
-from training.run_guard import (
+from launch.run_guard import (
     RunDirectoryError,
     check_command_line,
     error_line,
@@ -48,51 +40,59 @@ from training.run_guard import (
     lock_run_directory,
     torch_threads,
 )
+from replay.buffer import NonFiniteTDErrors, ReplayBuffer
+from replay.priority_signals import needs_parameter_change_norms
+from replay.registry import SAMPLERS, build_sampler, build_storage
+from training.checkpoints import CheckpointError, CheckpointStore
+from training.evaluation_worker import EvaluationWorkerError
+from training.loop import Components, LearningDiverged, StopRequest, Training
+from training.progress import check_event_files
 from training.run_record import RunRecord, config_record, resumed_record
 from training.run_state import resumable, threads_run_with
+from training.settings import Run
 
 
-def build(cfg: DictConfig) -> Components:
-    """Construct every component from the config with plain constructor calls."""
-    seeds = np.random.SeedSequence(cfg.seed).generate_state(4)
+def build(run: Run) -> Components:
+    """Construct every component from the run's settings, each from its own section."""
+    seeds = np.random.SeedSequence(run.seed).generate_state(4)
     agent_seed, sampler_seed, env_seed, evaluation_seed = seeds
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(run.seed)
     rngs = {
         "agent": np.random.default_rng(agent_seed),
         "sampler": np.random.default_rng(sampler_seed),
         "evaluation": np.random.default_rng(evaluation_seed),
     }
-    env = build_env(cfg.env, seed=int(env_seed))
-    signal = cfg.replay.priority_signal
+    env = build_env(run.env, seed=int(env_seed))
+    signal = run.replay.priority_signal
     frame_shape = env.observation_space.shape
     agent = DoubleDQN(
         env.action_space.n,
+        run.agent,
         rng=rngs["agent"],
-        batch_size=cfg.train.batch_size,
+        batch_size=run.train.batch_size,
         frame_shape=frame_shape,
         # Per-sample gradients on every update: only for the signal that reads them.
         compute_parameter_change_norms=needs_parameter_change_norms(signal),
-        **cfg.agent,
     )
     storage = build_storage(
-        cfg.replay.eviction,
-        cfg.replay.capacity,
-        cfg.agent.history_length,
+        run.replay.eviction,
+        run.replay.capacity,
+        run.agent.history_length,
         frame_shape,
-        device=None if cfg.replay.device == "cpu" else agent.device,
+        device=None if run.replay.device == "cpu" else agent.device,
     )
-    sampler = build_sampler(cfg.replay.kind, cfg.replay, rngs["sampler"])
+    sampler = build_sampler(run.replay, rngs["sampler"])
     replay = ReplayBuffer(
         storage,
         sampler,
-        cfg.train.batch_size,
-        cfg.replay.weight_normalization,
+        run.train.batch_size,
+        run.replay.weight_normalization,
         priority_signal=signal,
-        priority_epsilon=cfg.replay.priority_epsilon,
-        td_error_clip=cfg.agent.td_error_clip,  # one clip for the loss and the priorities
-        pin_memory=agent.device.type == "cuda" and cfg.replay.device == "cpu",
+        priority_epsilon=run.replay.priority_epsilon,
+        td_error_clip=run.agent.td_error_clip,  # one clip for the loss and the priorities
+        pin_memory=agent.device.type == "cuda" and run.replay.device == "cpu",
     )
-    frame_stack = FrameStack(cfg.agent.history_length, frame_shape)
+    frame_stack = FrameStack(run.agent.history_length, frame_shape)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
 
 
@@ -101,40 +101,22 @@ def _fail(error: Exception | str, status: int) -> NoReturn:
     sys.exit(status)
 
 
-def run_directory(resumed: str | None, default: str, _root_: DictConfig) -> str:
-    """`hydra.run.dir` (its resolver `or_else` in configs/config.yaml): the resumed run's
-    directory, else `default`, runs/<game>/<replay kind>/<date>. Hydra makes the directory
-    as soon as it is resolved, before `main` runs, so the game and the replay kind that name
-    it are checked here: a name that is neither gets its one line before a directory is
-    named after it (or cannot be, as a name too long for the file system)."""
-    if resumed is not None:
-        return resumed
-    env, replay = (OmegaConf.select(_root_, section) for section in ("env", "replay"))
+def run_name(env_kind, game, replay_kind) -> str:
+    """The default run directory's `<game>/<replay kind>` (its resolver in configs/config.yaml):
+    the game by its id, however env.game spelt it (`SpaceInvaders` runs under space_invaders/,
+    beside its other runs). Hydra makes the directory before `main` runs: a name that is no
+    game or no sampler stands as `unknown` (any name could be too long for a file system),
+    and `main` refuses the run and removes the directories made for it."""
     try:
-        if isinstance(env, DictConfig):  # else the validation names the missing section
-            kind = environment_kind(env.get("kind"))
-            kind.settings.check("game", env.get("game"))
-            kind.game_id(env.game)
-        if isinstance(replay, DictConfig):
-            sampler_class(replay.get("kind"))
-    except ValueError as error:
-        _fail(error, 2)
-    return default
-
-
-def game_directory(kind, game) -> str:
-    """The run directory's game part (its resolver `game_directory` in configs/config.yaml):
-    the game's id, however env.game spelt it (`SpaceInvaders` runs under space_invaders/,
-    beside its other runs), or the name as given where it is no game (`run_directory` then
-    refuses it before a directory is named after it)."""
-    try:
-        return environment_kind(kind).game_id(str(game))
+        game = environment_kind(env_kind).game_id(str(game))
     except ValueError:
-        return str(game)
+        game = UNKNOWN
+    return f"{game}/{replay_kind if replay_kind in SAMPLERS else UNKNOWN}"
 
 
-OmegaConf.register_new_resolver("or_else", run_directory)
-OmegaConf.register_new_resolver("game_directory", game_directory)
+UNKNOWN = "unknown"
+OmegaConf.register_new_resolver("or_else", lambda value, default: value or default)
+OmegaConf.register_new_resolver("run_name", run_name)
 
 
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
@@ -149,12 +131,12 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
         _fail(error, 2)  # another process owns the directory: leave it alone
     try:
         cfg = run_config(cfg)
-        done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
-        checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
+        run, done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
+        checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, run.checkpoint.keep)
         checkpoint = checkpoints.read_latest()
         record, notes = RunRecord(run_dir, config_record(cfg)), []
         if checkpoint is not None:
-            checkpoint = resumable(checkpoint, plain_config(cfg))
+            checkpoint = resumable(checkpoint, run)
             record, notes = resumed_record(run_dir, cfg, checkpoint)
             notes += check_event_files(run_dir, checkpoint["state"]["progress"])
     except (ValueError, CheckpointError) as error:
@@ -165,7 +147,7 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
         return None
     for note in notes:
         print(note, file=sys.stderr)
-    return cfg, checkpoints, checkpoint, record
+    return cfg, run, checkpoints, checkpoint, record
 
 
 def resume_command(run_dir: Path, hydra: DictConfig) -> str:
@@ -216,13 +198,13 @@ def main(cfg: DictConfig) -> None:
     prepared = prepare(cfg, run_dir)
     if prepared is None:  # returning, not exiting: a sweep goes on with its next job
         return
-    cfg, checkpoints, checkpoint, record = prepared
+    cfg, run, checkpoints, checkpoint, record = prepared
     stop = StopRequest()
     stop.install()  # before building: a SIGTERM while allocating still ends in a clean exit
-    torch.set_num_threads(torch_threads(cfg.threads, threads_run_with(checkpoint)))
+    torch.set_num_threads(torch_threads(run.threads, threads_run_with(checkpoint)))
     keep_freed_memory()
     try:
-        parts = build(cfg)
+        parts = build(run)
     except ValueError as error:  # a component refused its arguments (a new sampler's, say)
         remove_created_directories(run_dir)
         _fail(error, 2)
@@ -231,7 +213,7 @@ def main(cfg: DictConfig) -> None:
         raise
     record_run_config(run_dir, cfg)  # the run starts: now it has a record
     record.write()  # the changes its checkpoint holds, and those made now
-    training = Training(parts, cfg, run_dir, checkpoints, stop, record)
+    training = Training(parts, run, run_dir, checkpoints, stop, record)
     try:
         try:
             training.start(checkpoint)

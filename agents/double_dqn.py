@@ -33,8 +33,8 @@ class DoubleDQN:
     """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
     parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
 
-    `settings` are the agent's (`AgentSettings`, the config's `agent` section: checked there,
-    at their defaults where not given); `batch_size` is the loop's `train.batch_size`, which
+    `agent` holds the agent's settings (`AgentSettings`, the config's `agent` section, each
+    checked where it was read); `batch_size` is the loop's `train.batch_size`, which
     sets the optimizer's ε, and `frame_shape` the env's frames, which the network takes
     `history_length` of. `rng` is the only source of randomness: it seeds the network
     initialisation and draws exploratory actions.
@@ -53,14 +53,13 @@ class DoubleDQN:
     def __init__(
         self,
         num_actions: int,
+        agent: AgentSettings,
         *,
         rng: np.random.Generator,
         frame_shape: tuple[int, ...],
         batch_size: int,
         compute_parameter_change_norms: bool = False,
-        **settings,
     ) -> None:
-        agent = AgentSettings(**settings)  # checks each setting; defaults for those not given
         self.num_actions, self.history_length = num_actions, agent.history_length
         self.frame_shape, self.network = tuple(frame_shape), agent.network
         self.target_rule, self.discount = agent.target_rule, agent.discount

@@ -1,8 +1,6 @@
 """The learner's settings (the config's `agent` section): Tuned Double DQN (van Hasselt et al.
 2016) as Schaul et al. (2016) used it."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -15,46 +13,42 @@ from schema import (
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     Rule,
-    Schema,
-    is_number,
+    Settings,
     one_of,
     refusal,
     setting,
-    text,
 )
 
 
 @dataclass(frozen=True, kw_only=True)
-class AgentSettings(Schema):
+class AgentSettings(Settings):
     section: ClassVar[str] = "agent"
 
-    device: str = setting("auto", rule=text("a device name"))  # auto | cpu | cuda | cuda:N
-    history_length: int = setting(4, rule=POSITIVE_INTEGER)  # frames per state
+    device: str = setting("auto", Rule("a device name"))  # auto | cpu | cuda | cuda:N
+    history_length: int = setting(4, POSITIVE_INTEGER)  # frames per state
     # nature (Atari frames) | minatar
-    network: str = setting("nature", rule=one_of(NETWORKS))
+    network: str = setting("nature", one_of(NETWORKS))
     # double_dqn (the paper's) | dqn: max_a Q_target(s', a)
-    target_rule: str = setting("double_dqn", rule=one_of(TARGET_RULES))
-    discount: float = setting(0.99, rule=FRACTION)
+    target_rule: str = setting("double_dqn", one_of(TARGET_RULES))
+    discount: float = setting(0.99, FRACTION)
     # η for uniform replay; the prioritized presets divide it by 4
-    learning_rate: float = setting(0.00025, rule=POSITIVE_NUMBER)
-    rmsprop_decay: float = setting(
-        0.95, rule=Rule("in [0, 1)", lambda v: is_number(v) and 0 <= v < 1)
-    )
+    learning_rate: float = setting(0.00025, POSITIVE_NUMBER)
+    rmsprop_decay: float = setting(0.95, Rule("in [0, 1)", lambda v: 0 <= v < 1))
     # DeepMind's, for the loss summed over the minibatch (see DoubleDQN)
-    rmsprop_epsilon: float = setting(0.01, rule=POSITIVE_NUMBER)
+    rmsprop_epsilon: float = setting(0.01, POSITIVE_NUMBER)
     # deepmind_rmsprop: ε inside the square root | torch_rmsprop: outside (torch.optim.RMSprop)
-    optimizer: str = setting("deepmind_rmsprop", rule=one_of(OPTIMIZERS))
+    optimizer: str = setting("deepmind_rmsprop", one_of(OPTIMIZERS))
     # TD error clipped to [-1, 1]: the Huber loss and the priorities
-    td_error_clip: float = setting(1.0, rule=POSITIVE_NUMBER)
+    td_error_clip: float = setting(1.0, POSITIVE_NUMBER)
     # true (CUDA only): act during each update with the parameters from before it (a
     # deviation: docs/deviations.md)
-    pipelined: bool = setting(False, rule=BOOLEAN)
+    pipelined: bool = setting(False, BOOLEAN)
     # true: on CUDA, the update and acting replay captured graphs, each checked against the
     # eager call (docs/gpu.md); off until a GPU has passed pytest -k cuda
-    cuda_graphs: bool = setting(False, rule=BOOLEAN)
+    cuda_graphs: bool = setting(False, BOOLEAN)
     # true: the update compiled whole by torch.compile (agents/compilation.py): the same
     # arithmetic, rounded differently, and on CPU a small network's update much faster
-    torch_compile: bool = setting(False, rule=BOOLEAN)
+    torch_compile: bool = setting(False, BOOLEAN)
 
     def check_together(self) -> None:
         if self.torch_compile and self.cuda_graphs:

@@ -11,7 +11,7 @@
       ale-py: 0.12.1
       minatar: 1.0.15
 
-train.py appends a start each time a run starts or resumes (`training.run_config`); an export
+train.py appends a start each time a run starts or resumes (`launch.run_config`); an export
 copies the file. A run from before runs recorded this has no file, and its export one with no
 starts: its code is unknown, and nothing here guesses it. Reading the file needs no torch.
 """

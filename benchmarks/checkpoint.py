@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.double_dqn import DoubleDQN  # noqa: E402
+from agents.settings import AgentSettings  # noqa: E402
 from replay.buffer import ReplayBuffer  # noqa: E402
 from replay.proportional import ProportionalSampler  # noqa: E402
 from replay.storage import FrameStorage  # noqa: E402
@@ -183,7 +184,11 @@ def main() -> None:
         sampler = ProportionalSampler(args.capacity, rng)
         replay = ReplayBuffer(storage, sampler, 32, td_error_clip=1.0)
         agent = DoubleDQN(
-            4, rng=np.random.default_rng(1), device="cpu", frame_shape=(84, 84), batch_size=32
+            4,
+            AgentSettings(device="cpu"),
+            rng=np.random.default_rng(1),
+            frame_shape=(84, 84),
+            batch_size=32,
         )
         add_transitions(replay, args.capacity, rng)
         agent.learn(replay.sample(0.4))  # the optimizer's state exists from the first update

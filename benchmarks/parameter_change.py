@@ -23,6 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.double_dqn import DoubleDQN  # noqa: E402
+from agents.settings import AgentSettings  # noqa: E402
 
 
 class RandomBatch:
@@ -53,9 +54,8 @@ def main() -> None:
     agents = {
         with_norms: DoubleDQN(
             6,
+            AgentSettings(device=args.device, learning_rate=0.0000625),
             rng=np.random.default_rng(1),
-            device=args.device,
-            learning_rate=0.0000625,
             batch_size=args.batch_size,
             compute_parameter_change_norms=with_norms,
             frame_shape=(84, 84),

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import replay.buffer as buffer_module  # noqa: E402
 from agents.double_dqn import DoubleDQN  # noqa: E402
+from agents.settings import AgentSettings  # noqa: E402
 from replay.buffer import ReplayBuffer, memory_bytes  # noqa: E402
 from replay.registry import SAMPLERS, STORAGES, build_storage  # noqa: E402
 
@@ -179,7 +180,11 @@ def main() -> None:
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     agent = DoubleDQN(
-        6, rng=np.random.default_rng(1), device="cpu", frame_shape=(84, 84), batch_size=32
+        6,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(1),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     print(f"N = {args.capacity:,} transitions, eviction {args.eviction}, batch 32, CPU")
     header = (

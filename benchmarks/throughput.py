@@ -23,6 +23,7 @@ in the act row. `--sync` adds `torch.cuda.synchronize()` around every timed call
 import argparse
 import contextlib
 import copy
+import dataclasses
 import gc
 import json
 import os
@@ -48,13 +49,13 @@ import agents.updates as updates  # noqa: E402
 import evaluation.protocols as protocols  # noqa: E402
 from agents.devices import resolve_device  # noqa: E402
 from artifacts.run_directory import RunDirectory  # noqa: E402
-from envs.registry import environment_kind  # noqa: E402
+from launch.run_guard import keep_freed_memory, torch_threads  # noqa: E402
+from launch.validation import validate_config  # noqa: E402
 from train import build  # noqa: E402
 from training.checkpoints import CheckpointStore  # noqa: E402
 from training.loop import Training  # noqa: E402
 from training.periodic_test import PeriodicTest  # noqa: E402
-from training.run_guard import keep_freed_memory, torch_threads  # noqa: E402
-from training.validation import validate_config  # noqa: E402
+from training.run_record import RunRecord  # noqa: E402
 
 # The learning phase as most of a 50M-step run sees it: learning has started and ε is at its
 # final 0.01 (the paper's decay spends only the first 1M steps above it).
@@ -249,7 +250,8 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
             cuda = parts.agent.device if parts.agent.device.type == "cuda" else None
             meter = Meter(args.warmup, args.warmup + args.steps, cuda if args.sync else None)
             checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
-            training = meter.training = Training(parts, cfg, run_dir, checkpoints, meter)
+            record = RunRecord(run_dir, dataclasses.asdict(cfg))
+            training = meter.training = Training(parts, cfg, run_dir, checkpoints, meter, record)
             instrument(training, meter)
             training.start(None)
             training.run()
@@ -269,9 +271,7 @@ def compose_config(user: list[str]) -> tuple:
     if resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
         cfg.replay.capacity = CPU_CAPACITY
         overrides.append(f"replay.capacity={CPU_CAPACITY}")
-    validate_config(cfg)
-    cfg.env.game = environment_kind(cfg.env.kind).game_id(cfg.env.game)
-    return cfg, overrides
+    return validate_config(cfg), overrides
 
 
 def check_window(cfg, args) -> None:

@@ -16,6 +16,7 @@ that, and one among actions alone. Prints tables, asserts nothing.
 """
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -85,10 +86,10 @@ def variants(cfg, options: list[str], num_actions: int, frame_shape: tuple) -> d
     for name, compile_options in {"eager": None, **compiled_options}.items():
         learner = DoubleDQN(
             num_actions,
+            dataclasses.replace(cfg.agent, torch_compile=False),
             rng=np.random.default_rng(cfg.seed),
             frame_shape=frame_shape,
             batch_size=cfg.train.batch_size,
-            **{**cfg.agent, "torch_compile": False},
         )
         step = learner.update_step if name == "eager" else CompiledUpdate(learner, compile_options)
         made[name] = (step, learner)

@@ -15,7 +15,7 @@ replayed one gets at most about η‖φ‖ (|δ| ≤ 1 here).
 import numpy as np
 
 from cliffwalk.learners import QLearner
-from replay.priority_signals import PRIORITY_SIGNALS, signal_inputs
+from replay.priority_signals import SignalInputs, signal_named
 
 
 class LearningProgress:
@@ -33,10 +33,9 @@ class LearningProgress:
         self, signal: str, learner: QLearner, priority_epsilon: float, td_error_clip: float = 1.0
     ):
         self.signal = signal
-        self._inputs = signal_inputs(signal)  # also rejects an unknown signal
-        self._formula = PRIORITY_SIGNALS[signal]
+        self._signal = signal_named(signal)  # also rejects an unknown signal
         self._learner = learner
-        self._settings = {"priority_epsilon": priority_epsilon, "td_error_clip": td_error_clip}
+        self._priority_epsilon, self._td_error_clip = priority_epsilon, td_error_clip
         size = len(learner.memory)
         self.max_priority = 1.0
         self.priorities = np.full(size, self.max_priority)
@@ -46,16 +45,12 @@ class LearningProgress:
         """Records a replay of slot `index` whose δ (before its update) was `td_error`, and
         returns the slot's new raw priority."""
         indices, td_errors = np.array([index]), np.array([td_error])
-        available = {
-            **self._settings,
-            "td_errors": td_errors,
-            "previous_td_errors": self._previous[indices],
-        }
-        if "parameter_change_norms" in self._inputs:
-            available["parameter_change_norms"] = self._learner.parameter_change_norms(
-                indices, td_errors
-            )
-        priority = float(self._formula(**{name: available[name] for name in self._inputs})[0])
+        norms = None
+        if self._signal.reads_parameter_change_norms:
+            norms = self._learner.parameter_change_norms(indices, td_errors)
+        inputs = SignalInputs(td_errors, self._previous[indices], norms)
+        priorities = self._signal.priorities(inputs, self._priority_epsilon, self._td_error_clip)
+        priority = float(priorities[0])
         self._previous[index] = td_error
         self.priorities[index] = priority
         self.max_priority = max(self.max_priority, priority)

@@ -15,7 +15,7 @@ from envs.settings import AtariSettings
 gym.register_envs(ale_py)
 
 
-def make_env(game: str, seed: int, **settings) -> gym.Env:
+def make_env(game: str, seed: int, **settings: Any) -> gym.Env:
     """Build one Atari env with the paper's preprocessing.
 
     ``game``: any name :func:`envs.games.resolve_game` accepts; ``settings``: the other
@@ -52,8 +52,12 @@ def make_env(game: str, seed: int, **settings) -> gym.Env:
       re-seeds explicitly; later unseeded resets continue the seeded stream;
     * ``env.unwrapped.ale`` is the live ``ALEInterface`` (``cloneState``/``restoreState``).
     """
-    s = AtariSettings(game=game, **settings)
-    spec = resolve_game(game)
+    return atari_env(AtariSettings(game=game, **settings), seed)
+
+
+def atari_env(s: AtariSettings, seed: int) -> gym.Env:
+    """`make_env` from the env section its schema read (`env.kind=atari`)."""
+    spec = resolve_game(s.game)
     env = gym.make(
         spec.gym_id,
         # AtariPreprocessing reads the screen itself; grayscale avoids an RGB copy per frame.

@@ -40,9 +40,13 @@ NOOP = ale_py.Action.NOOP
 def make_lean_env(game: str, seed: int, **settings) -> LeanAtariEnv:
     """Build one Atari env: :func:`envs.atari.make_env`'s arguments and guarantees, with the
     paper's pooling order (module docstring). Implements :class:`envs.interface.TrainingEnv`."""
-    s = AtariSettings(game=game, **settings)
+    return lean_atari_env(AtariSettings(game=game, **settings), seed)
+
+
+def lean_atari_env(s: AtariSettings, seed: int) -> LeanAtariEnv:
+    """`make_lean_env` from the env section its schema read (`env.kind=lean_atari`)."""
     return LeanAtariEnv(
-        resolve_game(game).rom_id,
+        resolve_game(s.game).rom_id,
         seed,
         frame_skip=s.frame_skip,
         screen_size=s.screen_size,

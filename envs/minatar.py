@@ -48,9 +48,13 @@ def make_minatar_env(game: str, seed: int, **settings) -> MinAtarEnv:
     """One MinAtar game behind the `envs.interface.TrainingEnv` protocol; `settings` are the
     others of `envs.settings.MinAtarSettings` (checked there, at their defaults where not
     given)."""
-    s = MinAtarSettings(game=game, **settings)
+    return minatar_env(MinAtarSettings(game=game, **settings), seed)
+
+
+def minatar_env(s: MinAtarSettings, seed: int) -> MinAtarEnv:
+    """`make_minatar_env` from the env section its schema read (`env.kind=minatar`)."""
     return MinAtarEnv(
-        resolve_minatar_game(game),
+        resolve_minatar_game(s.game),
         seed,
         frame_skip=s.frame_skip,
         repeat_action_probability=s.repeat_action_probability,

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
-from envs.registry import build_env
+from envs.registry import build_env, env_settings
 from envs.settings import AtariSettings
 from evaluation.human_starts.start_state_file import StartStates, restore_start
 from evaluation.human_starts.verification import verify_start_states
@@ -212,7 +212,7 @@ def evaluate_human_starts(
 
 def _env_and_stack(agent: Policy, env_kwargs: dict, rng: np.random.Generator):
     """A fresh env seeded from ``rng`` and an empty frame stack shaped for ``agent``."""
-    env = build_env(env_kwargs, seed=int(rng.integers(2**31)))
+    env = build_env(env_settings(env_kwargs), seed=int(rng.integers(2**31)))
     return env, FrameStack(agent.history_length, env.observation_space.shape)
 
 

@@ -1,7 +1,6 @@
 """The replay memory the training loop talks to: one storage, one interchangeable sampler, one
 priority signal."""
 
-import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -10,7 +9,7 @@ import torch
 
 from replay.diagnostics import ReplayStatistics
 from replay.priorities import WeightNormalization, importance_weights
-from replay.priority_signals import PRIORITY_SIGNALS, signal_inputs
+from replay.priority_signals import SignalInputs, signal_named
 from replay.sampler import Sampler
 from replay.settings import ReplaySettings
 from replay.storage import SlotChanges, Storage
@@ -99,16 +98,8 @@ class ReplayBuffer:
         td_error_clip: float,
         pin_memory: bool = False,
     ):
-        ReplaySettings.check("priority_epsilon", priority_epsilon)
-        ReplaySettings.check("weight_normalization", weight_normalization)
-        inputs = signal_inputs(priority_signal)  # also checks the name
-        settings = {"priority_epsilon": priority_epsilon, "td_error_clip": td_error_clip}
-        self._signal = functools.partial(
-            PRIORITY_SIGNALS[priority_signal],
-            **{name: value for name, value in settings.items() if name in inputs},
-        )
-        # What the signal reads from the learner and the replay statistics, by name.
-        self._signal_reads = tuple(name for name in inputs if name not in settings)
+        self._signal = signal_named(priority_signal)
+        self._priority_epsilon, self._td_error_clip = priority_epsilon, td_error_clip
         self.storage = storage
         self.sampler = sampler
         self.batch_size = batch_size
@@ -179,7 +170,7 @@ class ReplayBuffer:
         """
         td_errors = learned.td_errors
         norms = None
-        if "parameter_change_norms" in self._signal_reads:
+        if self._signal.reads_parameter_change_norms:
             norms = getattr(learned, "parameter_change_norms", None)
             if norms is None:
                 raise ValueError(
@@ -206,10 +197,10 @@ class ReplayBuffer:
                 )
             indices, td_errors = indices[finite], td_errors[finite]
             norms = None if norms is None else norms[finite]
-        available = {"td_errors": td_errors, "parameter_change_norms": norms}
-        if "previous_td_errors" in self._signal_reads:
-            available["previous_td_errors"] = self.statistics.last_abs_td_error[indices]
-        priorities = self._signal(**{name: available[name] for name in self._signal_reads})
+        previous = self.statistics.last_abs_td_error[indices]
+        priorities = self._signal.priorities(
+            SignalInputs(td_errors, previous, norms), self._priority_epsilon, self._td_error_clip
+        )
         self.sampler.update(indices, priorities)
         self.storage.prioritize(indices, priorities)
         self.statistics.learned(indices, td_errors)

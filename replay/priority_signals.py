@@ -2,20 +2,18 @@
 |δ| and two more measures of expected learning progress its authors' patent names (the change
 of |δ| between replays, and the norm of the parameter change a transition induces).
 
-Each signal is a pure function registered by its config name (`replay.priority_signal`) in
-`PRIORITY_SIGNALS`. Its argument names say what it reads, and the replay buffer passes them
-by name: `td_errors` (the learner's raw δ, float (B,)), `previous_td_errors` (each
-transition's δ of its previous replay, NaN if it was never replayed before), and
-`parameter_change_norms` (the learner's per-transition norms, `agents.per_sample`), plus the
-settings `priority_epsilon` (ε) and `td_error_clip`. A new signal is one function and one
-line in `PRIORITY_SIGNALS`.
+Each signal is a pure function, registered by its config name (`replay.priority_signal`) in
+`PRIORITY_SIGNALS` as a `PrioritySignal`: what it reads of a batch's `SignalInputs`, and
+whether the learner must compute the per-transition parameter-change norms for it. A new
+signal is one function and one entry in `PRIORITY_SIGNALS`.
 
 Every signal returns p ≥ ε > 0 (float64), so a transition is never unsampleable, and a new
 transition gets the largest raw priority written so far (1 at first), whatever the signal.
 """
 
-import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,20 +70,50 @@ def parameter_change_priorities(
     return np.asarray(parameter_change_norms, dtype=np.float64) + priority_epsilon
 
 
-PRIORITY_SIGNALS: dict[str, Callable[..., np.ndarray]] = {
-    "td_error": td_error_priorities,
-    "td_error_change": td_error_change_priorities,
-    "parameter_change": parameter_change_priorities,
-    "huber_loss": huber_loss_priorities,
+class SignalInputs(NamedTuple):
+    """What a signal may read of a batch: the learner's raw δ (float (B,)), each transition's
+    δ at its previous replay (NaN where never replayed before), and the learner's
+    per-transition parameter-change norms (`agents.per_sample`; None unless the signal reads
+    them)."""
+
+    td_errors: np.ndarray
+    previous_td_errors: np.ndarray
+    parameter_change_norms: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PrioritySignal:
+    """`priorities(inputs, priority_epsilon, td_error_clip)`: a batch's raw priorities."""
+
+    priorities: Callable[[SignalInputs, float, float], np.ndarray]
+    reads_parameter_change_norms: bool = False  # a second backward pass per update
+
+
+PRIORITY_SIGNALS: dict[str, PrioritySignal] = {
+    "td_error": PrioritySignal(
+        lambda x, epsilon, clip: td_error_priorities(x.td_errors, epsilon, clip)
+    ),
+    "td_error_change": PrioritySignal(
+        lambda x, epsilon, clip: td_error_change_priorities(
+            x.td_errors, x.previous_td_errors, epsilon, clip
+        )
+    ),
+    "parameter_change": PrioritySignal(
+        lambda x, epsilon, clip: parameter_change_priorities(x.parameter_change_norms, epsilon),
+        reads_parameter_change_norms=True,
+    ),
+    "huber_loss": PrioritySignal(
+        lambda x, epsilon, clip: huber_loss_priorities(x.td_errors, epsilon, clip)
+    ),
 }
 
 
-def signal_inputs(name: str) -> tuple[str, ...]:
-    """The argument names of signal `name`: what the buffer must hand it."""
+def signal_named(name: str) -> PrioritySignal:
+    """The signal `name`, or a one-line ValueError naming `replay.priority_signal`."""
     one_of(PRIORITY_SIGNALS).check("replay.priority_signal", name)
-    return tuple(inspect.signature(PRIORITY_SIGNALS[name]).parameters)
+    return PRIORITY_SIGNALS[name]
 
 
 def needs_parameter_change_norms(name: str) -> bool:
     """Whether the learner must compute per-transition parameter-change norms for `name`."""
-    return "parameter_change_norms" in signal_inputs(name)
+    return signal_named(name).reads_parameter_change_norms

@@ -65,6 +65,10 @@ class ProportionalSampler:
 
     settings = ProportionalReplaySettings
 
+    @classmethod
+    def from_settings(cls, settings: ProportionalReplaySettings, rng: np.random.Generator):
+        return cls(settings.capacity, rng, priority_exponent=settings.priority_exponent)
+
     def __init__(
         self,
         capacity: int,
@@ -72,7 +76,6 @@ class ProportionalSampler:
         *,
         priority_exponent: float = ProportionalReplaySettings.priority_exponent,
     ):
-        self.settings.check("priority_exponent", priority_exponent)
         self._rng = rng
         self._tree = SumTree(capacity)
         self._raw = np.zeros(capacity, dtype=np.float64)
@@ -151,7 +154,6 @@ class ProportionalSampler:
 
     def set_priority_exponent(self, priority_exponent: float) -> None:
         """Changes α; rebuilds every leaf from the stored raw priorities (O(N), vectorized)."""
-        self.settings.check("priority_exponent", priority_exponent)
         self.priority_exponent = float(priority_exponent)
         sampleable = self._raw > 0.0
         leaves = np.zeros_like(self._raw)

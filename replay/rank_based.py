@@ -92,6 +92,15 @@ class RankBasedSampler:
 
     settings = RankBasedReplaySettings
 
+    @classmethod
+    def from_settings(cls, settings: RankBasedReplaySettings, rng: np.random.Generator):
+        return cls(
+            settings.capacity,
+            rng,
+            priority_exponent=settings.priority_exponent,
+            resort_period=settings.resort_period,
+        )
+
     def __init__(
         self,
         capacity: int,
@@ -100,9 +109,6 @@ class RankBasedSampler:
         priority_exponent: float = RankBasedReplaySettings.priority_exponent,
         resort_period: int = RankBasedReplaySettings.resort_period,
     ):
-        if capacity < 1:
-            raise ValueError(f"capacity must be at least 1, got {capacity}")
-        self.settings.check("resort_period", resort_period)
         self._rng = rng
         self._keys = np.zeros(capacity, dtype=np.float64)
         self._slots = np.zeros(capacity, dtype=np.int64)
@@ -201,7 +207,6 @@ class RankBasedSampler:
 
     def set_priority_exponent(self, priority_exponent: float) -> None:
         """Changes α: retabulates the rank CDF (O(capacity)); ranks stay as they are."""
-        self.settings.check("priority_exponent", priority_exponent)
         self.priority_exponent = float(priority_exponent)
         self._cumulative = rank_cumulative_weights(self._keys.shape[0], self.priority_exponent)
         self._forget_partition()

@@ -1,10 +1,8 @@
 """The samplers by name: `replay.kind` in the config. A new sampler is one module (naming its
-settings' schema, like `replay.settings`'), one line here and one `configs/replay/<kind>.yaml`
-on that schema's defaults (`- /<kind>_replay_settings@replay`: `training.config_defaults`).
-The storages by what they forget when full: `replay.eviction`."""
-
-import inspect
-from collections.abc import Mapping
+settings' schema, like `replay.settings`', and building itself from them: `from_settings`),
+one line here and one `configs/replay/<kind>.yaml` on that schema's defaults
+(`- /<kind>_replay_settings@replay`: `launch.config_defaults`). The storages by what they
+forget when full: `replay.eviction`."""
 
 import numpy as np
 
@@ -32,23 +30,9 @@ def sampler_class(kind: str) -> type:
     return SAMPLERS[kind]
 
 
-def replay_settings(section: Mapping, complete: bool = False) -> ReplaySettings:
-    """A replay section (`kind` and the settings of its sampler's schema, `Schema.of`) as its
-    sampler's settings, every value checked: a one-line ValueError names the first key that
-    is not allowed."""
-    schema = sampler_class(section.get("kind")).settings
-    settings = schema.of(section, also=("kind",), complete=complete)
-    storage_class(settings.eviction)
-    return settings
-
-
-def build_sampler(kind: str, section: Mapping, rng: np.random.Generator) -> Sampler:
-    """The sampler `kind`, given the replay settings of `section` (`replay_settings`) that
-    its constructor takes."""
-    settings = replay_settings({**section, "kind": kind})
-    names = inspect.signature(SAMPLERS[kind]).parameters
-    arguments = {name: getattr(settings, name) for name in names if name != "rng"}
-    return SAMPLERS[kind](rng=rng, **arguments)
+def build_sampler(settings: ReplaySettings, rng: np.random.Generator) -> Sampler:
+    """The sampler `settings.kind`, built from the replay section its schema read."""
+    return SAMPLERS[settings.kind].from_settings(settings, rng)
 
 
 def storage_class(eviction: str) -> type:

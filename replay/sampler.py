@@ -21,11 +21,14 @@ class Sampler(Protocol):
     to `update`, 1 before any (always 1 for a sampler that ignores priorities); it never
     decreases, and `priorities()` holds no larger value.
 
-    `settings` is the schema of the replay section for this sampler (`replay.settings`): its
-    constructor's keyword arguments are settings of it, named alike.
+    `settings` is the schema of the replay section for this sampler (`replay.settings`), and
+    `from_settings` builds the sampler from a section read by it.
     """
 
     settings: ClassVar[type[ReplaySettings]]
+
+    @classmethod
+    def from_settings(cls, settings: ReplaySettings, rng: np.random.Generator) -> "Sampler": ...
 
     def add(self, index: int) -> None: ...
 
@@ -78,6 +81,10 @@ class UniformSampler:
     """
 
     settings = ReplaySettings
+
+    @classmethod
+    def from_settings(cls, settings: ReplaySettings, rng: np.random.Generator):
+        return cls(settings.capacity, rng)
 
     def __init__(self, capacity: int, rng: np.random.Generator):
         self._rng = rng

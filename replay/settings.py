@@ -3,8 +3,6 @@ names its own (`settings`), and its `configs/replay/<kind>.yaml` preset builds o
 `kind` chooses the sampler (`replay.registry`) and `eviction` the storage that forgets when
 the memory is full; the registry that resolves those names refuses an unknown one."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,22 +10,19 @@ from replay.priorities import WEIGHT_NORMALIZATIONS
 from replay.priority_signals import PRIORITY_SIGNALS
 from schema import (
     FRACTION,
+    MISSING,
+    NON_NEGATIVE_NUMBER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     Rule,
-    Schema,
-    is_integer,
-    is_number,
-    none_or,
+    Settings,
     one_of,
     refusal,
     setting,
-    text,
 )
 
-# The capacity's bounds come from the train and agent sections (training.validation).
-CAPACITY = Rule("at least train.batch_size and agent.history_length + 2, an integer", is_integer)
-NON_NEGATIVE_NUMBER = Rule(">= 0", lambda v: is_number(v) and v >= 0)
+# The capacity's bounds come from the train and agent sections (launch.validation).
+CAPACITY = Rule("at least train.batch_size and agent.history_length + 2, an integer")
 # β only rises: its final value is at least β0 (`check_together`).
 FINAL_IMPORTANCE_EXPONENT = Rule(
     "at least replay.importance_exponent (β rises to it) and at most 1", FRACTION.test
@@ -35,29 +30,30 @@ FINAL_IMPORTANCE_EXPONENT = Rule(
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReplaySettings(Schema):
+class ReplaySettings(Settings):
     """Every replay kind's settings, and all of uniform replay's."""
 
     section: ClassVar[str] = "replay"
 
-    capacity: int = setting(1_000_000, rule=CAPACITY)
+    kind: str = setting("uniform", Rule("a sampler name"))  # replay.registry.SAMPLERS
+    capacity: int = setting(1_000_000, CAPACITY)
     # td_error (the paper's) | huber_loss | td_error_change | parameter_change
     # (replay/priority_signals.py)
-    priority_signal: str = setting("td_error", rule=one_of(PRIORITY_SIGNALS))
+    priority_signal: str = setting("td_error", one_of(PRIORITY_SIGNALS))
     # ε of the priorities p = signal + ε (uniform draws ignore them, forgetting by priority not)
-    priority_epsilon: float = setting(0.01, rule=POSITIVE_NUMBER)
+    priority_epsilon: float = setting(0.01, POSITIVE_NUMBER)
     # fifo (the paper's) | lowest_priority (replay.registry.STORAGES)
-    eviction: str = setting("fifo", rule=text("a storage name"))
+    eviction: str = setting("fifo", Rule("a storage name"))
     # cpu | cuda: a copy of the frame ring on the learner's GPU (fifo only)
-    device: str = setting("cpu", rule=text("a device name"))
+    device: str = setting("cpu", Rule("a device name"))
     # batch (the authors') | buffer; uniform weights are exactly 1 either way
-    weight_normalization: str = setting("batch", rule=one_of(WEIGHT_NORMALIZATIONS))
-    importance_exponent: float = setting(0.0, rule=FRACTION)  # β0, annealed linearly ...
+    weight_normalization: str = setting("batch", one_of(WEIGHT_NORMALIZATIONS))
+    importance_exponent: float = setting(0.0, FRACTION)  # β0, annealed linearly ...
     # ... to this at its final step
-    importance_exponent_final: float = setting(0.0, rule=FINAL_IMPORTANCE_EXPONENT)
+    importance_exponent_final: float = setting(0.0, FINAL_IMPORTANCE_EXPONENT)
     # the step where β reaches its final value; null: the run's last step
     importance_exponent_final_step: int | None = setting(
-        None, rule=none_or(POSITIVE_INTEGER, "null (the last step) or a positive integer")
+        None, Rule("null (the last step) or a positive integer", POSITIVE_INTEGER.test)
     )
 
     def check_together(self) -> None:
@@ -70,29 +66,31 @@ class ReplaySettings(Schema):
 class PrioritizedReplaySettings(ReplaySettings):
     """Every prioritized kind's settings: α, whose default is each kind's, and β rising to 1."""
 
-    priority_exponent: float = setting(rule=NON_NEGATIVE_NUMBER)  # α
+    priority_exponent: float = setting(MISSING, NON_NEGATIVE_NUMBER)  # α
     # set to anneal α linearly to this value at the end
     priority_exponent_final: float | None = setting(
-        None, rule=none_or(NON_NEGATIVE_NUMBER, "null or >= 0")
+        None, Rule("null or >= 0", NON_NEGATIVE_NUMBER.test)
     )
     # how often an annealed α changes (a rebuild of the sampler's tree)
-    priority_exponent_period_steps: int = setting(10_000, rule=POSITIVE_INTEGER)
-    importance_exponent_final: float = setting(1.0, rule=FINAL_IMPORTANCE_EXPONENT)  # β's end
+    priority_exponent_period_steps: int = setting(10_000, POSITIVE_INTEGER)
+    importance_exponent_final: float = setting(1.0, FINAL_IMPORTANCE_EXPONENT)  # β's end
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProportionalReplaySettings(PrioritizedReplaySettings):
     """Proportional prioritization as in Table 3 of Schaul et al. (2016)."""
 
-    priority_exponent: float = setting(0.6, rule=NON_NEGATIVE_NUMBER)  # α
-    importance_exponent: float = setting(0.4, rule=FRACTION)  # β0
+    kind: str = setting("proportional", Rule("a sampler name"))
+    priority_exponent: float = setting(0.6, NON_NEGATIVE_NUMBER)  # α
+    importance_exponent: float = setting(0.4, FRACTION)  # β0
 
 
 @dataclass(frozen=True, kw_only=True)
 class RankBasedReplaySettings(PrioritizedReplaySettings):
     """Rank-based prioritization as in Table 3 of Schaul et al. (2016)."""
 
-    priority_exponent: float = setting(0.7, rule=NON_NEGATIVE_NUMBER)  # α
-    importance_exponent: float = setting(0.5, rule=FRACTION)  # β0
+    kind: str = setting("rank_based", Rule("a sampler name"))
+    priority_exponent: float = setting(0.7, NON_NEGATIVE_NUMBER)  # α
+    importance_exponent: float = setting(0.5, FRACTION)  # β0
     # a full sort of the heap every 10^6 added transitions
-    resort_period: int = setting(1_000_000, rule=POSITIVE_INTEGER)
+    resort_period: int = setting(1_000_000, POSITIVE_INTEGER)

@@ -1,21 +1,27 @@
-"""Settings with one definition each. A config section's schema is a frozen dataclass whose
-fields are the section's keys: each field's type, default and rule (`setting`). Building one
-checks every value, so the up-front validation of a run and the component built from the
-section refuse a value with the same rule, in one line naming the key and what is allowed.
+"""Settings with one definition each. A config section's settings are a dataclass, a Hydra
+structured config: each field is a key, with its type, its default and its rule (`setting`).
+`typed` reads a section into it: OmegaConf checks the keys and the types, the dataclass the
+rules, each once; every refusal is one line naming the key and what is allowed.
 
-A field without a default is one every preset must give (Hydra's `???` until it does)."""
+A field whose default is MISSING is one every preset must give (Hydra's `???`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple, TypeVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import MissingMandatoryValue, ValidationError
 
 # A value longer than this is shown by its start and its length: one pasted by mistake can be
 # megabytes, and a message stays one readable line.
-SHOWN_CHARACTERS = 1000
-SHOWN_START = 80
+SHOWN_CHARACTERS, SHOWN_START = 1000, 80
+# numpy and torch take integer settings as signed 64-bit integers: a larger one would pass its
+# rule and overflow where it is used.
+INTEGER_LIMIT = 2**63
 
 
 def shown(value: Any) -> str:
@@ -27,93 +33,76 @@ def shown(value: Any) -> str:
 
 
 def refusal(key: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"{shown(key)}={shown(value)} is not allowed: must be {allowed}")
+    """`key=value is not allowed: must be <allowed>`, the three kept as its attributes (so
+    that `typed` can show the value as given)."""
+    error = ValueError(f"{shown(key)}={shown(value)} is not allowed: must be {allowed}")
+    error.key, error.value, error.allowed = key, value, allowed
+    return error
 
 
-@dataclasses.dataclass(frozen=True)
-class Rule:
-    """What a setting may be: `test` says whether a value is allowed, `allowed` completes
-    "must be ...". A rule that involves other settings says so in `allowed`; its test sees the
-    value alone, and the rest is checked where those settings are known."""
+class Rule(NamedTuple):
+    """What a setting may be beyond its type: `test` says whether a value of the type is
+    allowed, `allowed` completes "must be ..." (a wrong type is refused with it too). A rule
+    that involves other settings says so in `allowed`; they are checked where all are known."""
 
     allowed: str
-    test: Callable[[Any], bool]
+    test: Callable[[Any], bool] = lambda value: True
 
     def check(self, key: str, value: Any) -> None:
-        if not self.test(value):
+        try:
+            allowed = self.test(value)
+        except TypeError:  # a value of another type, where OmegaConf has not read it
+            allowed = False
+        if not allowed:
             raise refusal(key, value, self.allowed)
 
 
 def is_integer(value: Any) -> bool:
+    """An int, not a bool: a rule used on a value OmegaConf has not read (a tool's own key)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def is_number(value: Any) -> bool:
-    return (is_integer(value) or isinstance(value, float)) and math.isfinite(value)
+POSITIVE_INTEGER = Rule("a positive integer", lambda v: is_integer(v) and v > 0)
+NON_NEGATIVE_INTEGER = Rule("an integer >= 0", lambda v: is_integer(v) and v >= 0)
+POSITIVE_NUMBER = Rule("a number > 0", lambda v: math.isfinite(v) and v > 0)
+NON_NEGATIVE_NUMBER = Rule(">= 0", lambda v: math.isfinite(v) and v >= 0)
+FRACTION = Rule("in [0, 1]", lambda v: 0 <= v <= 1)
+BOOLEAN = Rule("true or false")
 
 
-# numpy and torch take integer settings as signed 64-bit integers: a larger one would pass a
-# rule of its own and overflow where it is used.
-INTEGER_LIMIT = 2**63
-
-
-@dataclasses.dataclass(frozen=True)
-class IntegerRule(Rule):
-    """Integers below INTEGER_LIMIT that `test` allows (it sees only those; the rule's own
-    `test` is the whole check, for rules built on it). A larger integer is refused with the
-    limit in the message, as `allowed` does not name it."""
-
-    def __post_init__(self) -> None:
-        allows = self.test
-
-        def within(value: Any) -> bool:
-            return is_integer(value) and value < INTEGER_LIMIT and allows(value)
-
-        object.__setattr__(self, "test", within)
-
-    def check(self, key: str, value: Any) -> None:
-        if is_integer(value) and value >= INTEGER_LIMIT:
-            raise refusal(key, value, f"{self.allowed}, at most {INTEGER_LIMIT - 1}")
-        super().check(key, value)
-
-
-POSITIVE_INTEGER = IntegerRule("a positive integer", lambda v: v > 0)
-NON_NEGATIVE_INTEGER = IntegerRule("an integer >= 0", lambda v: v >= 0)
-POSITIVE_NUMBER = Rule("a number > 0", lambda v: is_number(v) and v > 0)
-FRACTION = Rule("in [0, 1]", lambda v: is_number(v) and 0 <= v <= 1)
-BOOLEAN = Rule("true or false", lambda v: isinstance(v, bool))
-
-
-def text(allowed: str) -> Rule:
-    """Any string: what it names is resolved (and refused) where it is used."""
-    return Rule(allowed, lambda v: isinstance(v, str))
-
-
-def one_of(names: Iterable[str]) -> Rule:
-    names = tuple(names)
+def one_of(names) -> Rule:
+    """One of `names`, looked up when checked: a registry may grow after this is made."""
     return Rule(f"one of {', '.join(names)}", lambda v: isinstance(v, str) and v in names)
 
 
-def none_or(rule: Rule, allowed: str) -> Rule:
-    return Rule(allowed, lambda v: v is None or rule.test(v))
+MISSING = dataclasses.MISSING
 
 
-def setting(default: Any = dataclasses.MISSING, *, rule: Rule) -> Any:
-    """A schema field: its default (none: every preset gives it) and its rule."""
+def setting(default: Any, rule: Rule) -> Any:
+    """A settings field: its default (MISSING: every preset gives it) and its rule."""
     return dataclasses.field(default=default, metadata={"rule": rule})
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Schema:
-    """The settings of config section `section` ("" for the top level), each checked by its
-    rule when built, then `check_together` (rules between them). Invariant: an instance holds
-    only allowed values."""
+def rule_of(schema: type, name: str) -> Rule:
+    return next(f.metadata["rule"] for f in dataclasses.fields(schema) if f.name == name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The settings of config section `section` ("" for the top level). Invariant: an
+    instance made by `typed` holds only allowed values."""
 
     section: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
-            self.check(field.name, getattr(self, field.name))
+            value, rule = getattr(self, field.name), field.metadata["rule"]
+            if value is None:  # OmegaConf allows it only where the type is Optional
+                continue
+            rule.check(self.key(field.name), value)
+            if isinstance(value, int) and value >= INTEGER_LIMIT:
+                allowed = f"{rule.allowed}, at most {INTEGER_LIMIT - 1}"
+                raise refusal(self.key(field.name), value, allowed)
         self.check_together()
 
     def check_together(self) -> None:
@@ -124,37 +113,42 @@ class Schema:
         return f"{cls.section}.{name}" if cls.section else name
 
     @classmethod
-    def check(cls, name: str, value: Any) -> None:
-        """One setting against its rule (a one-line ValueError naming `section.name`)."""
-        rule = next(f for f in dataclasses.fields(cls) if f.name == name).metadata["rule"]
-        rule.check(cls.key(name), value)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(field.name for field in dataclasses.fields(cls))
-
-    @classmethod
     def defaults(cls) -> dict[str, Any]:
-        """The default of every setting, `???` (Hydra's mark of a value to give) where none."""
-        return {
-            field.name: "???" if field.default is dataclasses.MISSING else field.default
-            for field in dataclasses.fields(cls)
-        }
+        """Each setting's default, Hydra's `???` where every preset gives it."""
+        return OmegaConf.to_container(OmegaConf.structured(cls))
 
-    @classmethod
-    def of(cls, values: Mapping[str, Any], also: tuple[str, ...] = (), complete: bool = False):
-        """The settings in `values`, the others at their defaults unless `complete` (a run's
-        whole config, which must hold every setting); `also` names keys of the section that
-        are not settings of this schema (the `kind` that chose it). A key in neither would be
-        stored and ignored: it is refused."""
-        known = (*cls.names(), *also)
-        for name in values:
-            if name not in known:
-                section = cls.section or "the config"
-                raise ValueError(
-                    f"{cls.key(name)} is not a setting; {section} has: {', '.join(sorted(known))}"
-                )
-        for name, default in cls.defaults().items():
-            if name not in values and (complete or default == "???"):
-                raise ValueError(f"{cls.key(name)} is not set")
-        return cls(**{name: value for name, value in values.items() if name not in also})
+
+S = TypeVar("S", bound=Settings)
+
+
+def typed(
+    schema: type[S], values: Mapping[str, Any], complete: bool = False, fixed: tuple = ()
+) -> S:
+    """`values` (plain and resolved) as `schema`, the others at their defaults unless
+    `complete` (a run's composed config holds every setting); `fixed` names settings the
+    values may not give (a kind chosen elsewhere). A key it does not have, one missing, a
+    value of another type (booleans are only true and false, not yes or 1) or one its rule
+    refuses is a one-line ValueError showing the value as given."""
+    names = [field.name for field in dataclasses.fields(schema) if field.name not in fixed]
+    section = schema.section or "the config"
+    for name, value in values.items():
+        if name not in names:
+            has = ", ".join(sorted(names))
+            raise ValueError(f"{schema.key(name)} is not a setting; {section} has: {has}")
+        if typing.get_type_hints(schema)[name] is bool and not isinstance(value, bool):
+            raise refusal(schema.key(name), value, BOOLEAN.allowed)
+    for name in names if complete else ():
+        if name not in values:
+            raise ValueError(f"{schema.key(name)} is not set")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), values))
+    except MissingMandatoryValue as error:  # a `???` no preset gave
+        raise ValueError(f"{schema.key(error.key)} is not set") from None
+    except ValidationError as error:  # a value OmegaConf cannot convert to the type
+        allowed = rule_of(schema, error.key).allowed
+        raise refusal(schema.key(error.key), values.get(error.key), allowed) from None
+    except ValueError as error:  # a rule's, on the value as OmegaConf converted it (1 -> 1.0)
+        if not hasattr(error, "allowed"):
+            raise
+        name = error.key.removeprefix(f"{schema.section}.")
+        raise refusal(error.key, values.get(name, error.value), error.allowed) from None

@@ -10,38 +10,41 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # The project's Hydra plugins; the hydra_plugins namespace is shared with the launchers', which
-# training may import.
+# launch may import.
 PLUGINS = "hydra_plugins.per_atari"
 # package -> the packages it must not import; README.md ("How it is built") mirrors this table.
 FORBIDDEN = {
-    # The rules every component's settings are checked with: every package may import it.
+    # How every component's settings are declared and read: every package may import it.
     "schema": {
         "agents",
         "replay",
         "envs",
         "artifacts",
         "training",
+        "launch",
         "evaluation",
         "reporting",
         "cliffwalk",
         PLUGINS,
     },
-    "agents": {"training", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
-    "replay": {"training", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
-    "envs": {"training", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
-    "artifacts": {"training", "evaluation", "reporting", "replay", PLUGINS},
-    "evaluation": {"training", "replay", "reporting", PLUGINS},
-    "reporting": {"training", "replay", PLUGINS},
-    "cliffwalk": {"training", "evaluation", "reporting", PLUGINS},
-    "training": {"reporting", "cliffwalk", PLUGINS},
+    "agents": {"training", "launch", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
+    "replay": {"training", "launch", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
+    "envs": {"training", "launch", "evaluation", "reporting", "cliffwalk", "artifacts", PLUGINS},
+    "artifacts": {"training", "launch", "evaluation", "reporting", "replay", PLUGINS},
+    "evaluation": {"training", "launch", "replay", "reporting", PLUGINS},
+    "reporting": {"training", "launch", "replay", PLUGINS},
+    "cliffwalk": {"training", "launch", "evaluation", "reporting", PLUGINS},
+    "training": {"launch", "reporting", "cliffwalk", PLUGINS},
+    "launch": {"reporting", "cliffwalk", PLUGINS},
     # Hydra imports the plugins at the start of the project's runs (they are not installed):
-    # they reach the project through training alone, and only when a sweep uses them.
+    # they reach the project through launch alone, and only when a sweep uses them.
     "hydra_plugins": {
         "schema",
         "agents",
         "replay",
         "envs",
         "artifacts",
+        "training",
         "evaluation",
         "reporting",
         "cliffwalk",

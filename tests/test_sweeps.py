@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from artifacts.provenance import code_state, read_starts
+from launch.sweep_checks import NAME_BYTES, job_directory_name
 from replay.priority_signals import PRIORITY_SIGNALS
-from training.sweep_checks import NAME_BYTES, job_directory_name
 
 ROOT = Path(__file__).resolve().parents[1]
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}

@@ -1,5 +1,6 @@
 """train.py: config composition, validation, schedules and an in-process smoke run."""
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -12,11 +13,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import train
 from envs.registry import ENVIRONMENTS
+from launch import validation
+from launch.validation import validate_config
 from replay.registry import SAMPLERS
-from training import validation
 from training.checkpoints import CheckpointStore
 from training.loop import StopRequest, Training, linear_schedule
-from training.validation import validate_config
+from training.run_record import RunRecord, config_record
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
 REPLAYS = tuple(SAMPLERS)  # every registered sampler, through its preset
@@ -123,10 +125,11 @@ SMOKE = (  # a short Breakout run with learning, a periodic test and small episo
 def smoke_run(tmp_path, *overrides: str) -> train.Components:
     """Validate, build and run to the end in this process; returns the built components."""
     cfg = config(*SMOKE, *overrides)
-    validate_config(cfg)
-    parts = train.build(cfg)
+    run = validate_config(cfg)
+    parts = train.build(run)
     store = CheckpointStore(tmp_path / "checkpoints")
-    training = Training(parts, cfg, tmp_path, store, StopRequest())
+    record = RunRecord(tmp_path, config_record(cfg))
+    training = Training(parts, run, tmp_path, store, StopRequest(), record)
     training.start(None)
     assert training.run() is None
     parts.env.close()
@@ -359,12 +362,17 @@ def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last(tmp_path
         "train.total_steps=400",
         "replay.importance_exponent_final_step=1100",
     )
-    training = Training(train.build(cfg), cfg, tmp_path, CheckpointStore(tmp_path), StopRequest())
+    run, record = validate_config(cfg), RunRecord(tmp_path, config_record(cfg))
+    training = Training(
+        train.build(run), run, tmp_path, CheckpointStore(tmp_path), StopRequest(), record
+    )
     # Linear from learning start (step 100, β 0.4) to step 1100 (β 1): 0.52 at step 300.
     training.step = 300
     assert training.importance_exponent() == pytest.approx(0.52)
     training.step = 400
     assert training.importance_exponent() == pytest.approx(0.58)
-    training.cfg.replay.importance_exponent_final_step = None  # the paper's: the last step
+    # the paper's: the last step
+    replay = dataclasses.replace(training.cfg.replay, importance_exponent_final_step=None)
+    training.cfg = dataclasses.replace(training.cfg, replay=replay)
     assert training.importance_exponent() == 1.0
     training.parts.env.close()

@@ -68,7 +68,6 @@ class CheckpointStore:
     """The `keep` newest checkpoints of one run, in `directory`."""
 
     def __init__(self, directory: Path, keep: int = CheckpointSettings.keep):
-        CheckpointSettings.check("keep", keep)
         self.directory = Path(directory)
         self.keep = keep
         # Frame copies known to hold this run's own history: those of the state files found

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig
 
 from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
@@ -17,10 +16,10 @@ from envs.interface import TrainingEnv
 from replay.buffer import ReplayBuffer
 from training.checkpoints import CheckpointStore
 from training.periodic_test import PeriodicTest
-from training.plain_config import plain_config
 from training.progress import Progress
-from training.run_record import RunRecord, config_record
+from training.run_record import RunRecord
 from training.run_state import capture_run_state, restore_run_state
+from training.settings import Run
 
 
 def linear_schedule(start: float, end: float, begin_step: int, end_step: int, step: int) -> float:
@@ -69,16 +68,14 @@ class Training:
     def __init__(
         self,
         parts: Components,
-        cfg: DictConfig,
+        run: Run,
         run_dir: Path,
         checkpoints: CheckpointStore,
         stop: StopRequest,
-        record: RunRecord | None = None,
+        record: RunRecord,
     ):
-        # Plain attributes: a DictConfig lookup costs ~10 µs, a dozen of them per step.
-        self.cfg = plain_config(cfg)
-        # What the run runs with and what changed since its start (a fresh run's by default).
-        self.record = record or RunRecord(run_dir, config_record(cfg))
+        self.cfg = run
+        self.record = record  # what the run runs with and what changed since its start
         self.compiling = self.cfg.agent.torch_compile  # until compiling fails
         self.parts, self.run_dir = parts, run_dir
         self.checkpoints, self.stop = checkpoints, stop

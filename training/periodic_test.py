@@ -7,7 +7,6 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 from tqdm import tqdm
@@ -19,6 +18,7 @@ from envs.registry import environment_kind
 from evaluation.protocols import EvaluationResult
 from training.checkpoints import CheckpointError
 from training.evaluation_worker import EvaluationWorker, Interrupted, Played, play_test
+from training.settings import Run
 
 PENDING_TESTS = "pending_tests"  # in the run directory: the agents of the tests not recorded
 AGENT_FILE = re.compile(r"(\.)?step-(\d{12})\.pt(\.tmp)?")  # or its temporary, while written
@@ -48,7 +48,7 @@ class PeriodicTest:
 
     def __init__(
         self,
-        cfg: SimpleNamespace,
+        cfg: Run,
         run_dir: Path,
         rng: np.random.Generator,
         stop_requested: Callable[[], bool] = lambda: False,

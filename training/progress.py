@@ -17,7 +17,7 @@ from tqdm import tqdm
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.run_directory import RunDirectory
 from training.figures import replay_rate_figure, sorted_td_errors_figure
-from training.plain_config import select
+from training.run_state import select
 
 HPARAMS = "hparams"  # the folder below tensorboard/ with the hyperparameters and results
 HYPERPARAMETERS = (

@@ -8,9 +8,18 @@ import torch
 from agents.updates import LearnStats, PendingLearn
 from artifacts.upgrade import upgrade_checkpoint_state
 from training.checkpoints import CheckpointError
-from training.plain_config import select
+from training.settings import Run
+
 
 # What a checkpoint must share with the config that resumes it: the shapes of what it stores.
+def select(settings, key: str):
+    """The value at a dotted `key` of a run's settings, or None where they have no such key
+    (a uniform replay has no `replay.priority_exponent`)."""
+    for part in key.split("."):
+        settings = getattr(settings, part, None)
+    return settings
+
+
 IDENTITY_KEYS = (
     "env.kind",
     "env.game",
@@ -23,12 +32,12 @@ IDENTITY_KEYS = (
 )
 
 
-def run_identity(cfg: SimpleNamespace) -> dict:
+def run_identity(cfg: Run) -> dict:
     """The values of `IDENTITY_KEYS` in a run config (or a checkpoint's record of them)."""
     return {key: select(cfg, key) for key in IDENTITY_KEYS}
 
 
-def resumable(checkpoint: dict, cfg: SimpleNamespace) -> dict:
+def resumable(checkpoint: dict, cfg: Run) -> dict:
     """The checkpoint, its state as this version writes it (`artifacts.upgrade`); one line,
     before anything is built, when it belongs to another run (its replay kind, memory size,
     game...) and could not be loaded."""

@@ -2,11 +2,11 @@
 `checkpoint` sections. Agent steps (`*_steps`) are `env.frame_skip` emulator frames each
 (`*_frames`); every default is the paper's."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from agents.settings import AgentSettings
+from replay.settings import ReplaySettings
 from schema import (
     BOOLEAN,
     FRACTION,
@@ -14,69 +14,62 @@ from schema import (
     NON_NEGATIVE_INTEGER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
-    IntegerRule,
     Rule,
-    Schema,
-    is_integer,
-    none_or,
+    Settings,
     one_of,
     refusal,
     setting,
 )
 
+LARGEST = INTEGER_LIMIT - 1
 # The bounds come from the other train settings (`TrainSettings.check_together`).
 LEARNING_START = Rule(
-    "an integer from train.batch_size to train.total_steps (a run with no update)", is_integer
+    "an integer from train.batch_size to train.total_steps (a run with no update)"
 )
-# A whole number of agent steps; env.frame_skip is checked with the env (training.validation).
+# A whole number of agent steps; env.frame_skip is checked with the env (launch.validation).
 EVERY_FRAMES = Rule("a positive multiple of env.frame_skip", POSITIVE_INTEGER.test)
 # ε only falls: its final value is at most ε's start (`TrainSettings.check_together`).
 FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.test)
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunSettings(Schema):
+class RunSettings(Settings):
     """The top level's settings beside the sections."""
 
-    seed: int = setting(
-        0,
-        rule=Rule(  # not an IntegerRule: its range names the limit already
-            f"an integer from 0 to {INTEGER_LIMIT - 1}",
-            lambda v: is_integer(v) and 0 <= v < INTEGER_LIMIT,
-        ),
-    )
+    seed: int = setting(0, Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST))
     # a run directory to continue from its last checkpoint
-    resume: str | None = setting(
-        None, rule=Rule("null or a run directory", lambda v: v is None or isinstance(v, str))
-    )
+    resume: str | None = setting(None, Rule("null or a run directory"))
     # torch CPU threads: auto (OMP_NUM_THREADS, else the cores, <= 8) or N, at most the cores
-    # this process may use (training.validation: the machine's)
-    threads: int | str = setting(
+    # this process may use (launch.validation: the machine's)
+    threads: Any = setting(
         "auto",
-        rule=Rule("auto or a positive integer", lambda v: v == "auto" or POSITIVE_INTEGER.test(v)),
+        Rule(
+            "auto or a positive integer",
+            lambda v: v == "auto" or POSITIVE_INTEGER.test(v),
+        ),
     )
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainSettings(Schema):
+class TrainSettings(Settings):
     section: ClassVar[str] = "train"
 
-    total_steps: int = setting(50_000_000, rule=POSITIVE_INTEGER)  # 200M frames
-    learning_start_steps: int = setting(50_000, rule=LEARNING_START)
-    update_period_steps: int = setting(4, rule=POSITIVE_INTEGER)
-    target_update_period_steps: int = setting(30_000, rule=POSITIVE_INTEGER)
-    batch_size: int = setting(32, rule=POSITIVE_INTEGER)
-    epsilon_start: float = setting(1.0, rule=FRACTION)
-    epsilon_final: float = setting(0.01, rule=FINAL_EPSILON)
-    epsilon_decay_steps: int = setting(1_000_000, rule=NON_NEGATIVE_INTEGER)
+    total_steps: int = setting(50_000_000, POSITIVE_INTEGER)  # 200M frames
+    learning_start_steps: int = setting(50_000, LEARNING_START)
+    update_period_steps: int = setting(4, POSITIVE_INTEGER)
+    target_update_period_steps: int = setting(30_000, POSITIVE_INTEGER)
+    batch_size: int = setting(32, POSITIVE_INTEGER)
+    epsilon_start: float = setting(1.0, FRACTION)
+    epsilon_final: float = setting(0.01, FINAL_EPSILON)
+    epsilon_decay_steps: int = setting(1_000_000, NON_NEGATIVE_INTEGER)
     reward_clip: float | None = setting(
-        1.0, rule=none_or(POSITIVE_NUMBER, "null (no clipping) or a number > 0")
+        1.0, Rule("null (no clipping) or a number > 0", POSITIVE_NUMBER.test)
     )
     # new_episode: a lost life ends the stored episode and 2-31 no-op frames follow (DeepMind's
     # Lua code, the paper's); stop_bootstrap: it only stops bootstrapping (DQN Zoo).
-    life_loss: str = setting("new_episode", rule=one_of(("new_episode", "stop_bootstrap")))
-    log_period_steps: int = setting(10_000, rule=POSITIVE_INTEGER)
-    priority_histogram_period_steps: int = setting(250_000, rule=POSITIVE_INTEGER)
+    life_loss: str = setting("new_episode", one_of(("new_episode", "stop_bootstrap")))
+    log_period_steps: int = setting(10_000, POSITIVE_INTEGER)
+    priority_histogram_period_steps: int = setting(250_000, POSITIVE_INTEGER)
 
     def check_together(self) -> None:
         if not self.batch_size <= self.learning_start_steps <= self.total_steps:
@@ -87,29 +80,43 @@ class TrainSettings(Schema):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvaluationSettings(Schema):
+class EvaluationSettings(Settings):
     """The paper's periodic test (Appendix B.2.3)."""
 
     section: ClassVar[str] = "evaluation"
 
-    every_frames: int = setting(1_000_000, rule=EVERY_FRAMES)
+    every_frames: int = setting(1_000_000, EVERY_FRAMES)
     # per evaluation, no-op starts, episodes capped as in env
-    frames: int = setting(500_000, rule=POSITIVE_INTEGER)
-    epsilon: float = setting(0.01, rule=FRACTION)
+    frames: int = setting(500_000, POSITIVE_INTEGER)
+    epsilon: float = setting(0.01, FRACTION)
     # test in another process as training goes on (same scores); false: inline
-    worker: bool = setting(True, rule=BOOLEAN)
+    worker: bool = setting(True, BOOLEAN)
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointSettings(Schema):
+class CheckpointSettings(Settings):
     section: ClassVar[str] = "checkpoint"
 
     # plus one at the end and one on SIGTERM/SIGINT
-    every_steps: int = setting(250_000, rule=POSITIVE_INTEGER)
+    every_steps: int = setting(250_000, POSITIVE_INTEGER)
     # each kept checkpoint has its own on-disk copy of the replay
     keep: int = setting(
         2,
-        rule=IntegerRule(
-            "an integer >= 2 (a complete checkpoint must survive a failed save)", lambda v: v >= 2
-        ),
+        Rule("an integer >= 2 (a complete checkpoint must survive a failed save)", (2).__le__),
     )
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run's whole config, each section read by its schema (`launch.validation.run_settings`):
+    the settings the training loop and the components are built from."""
+
+    seed: int
+    resume: str | None
+    threads: Any
+    env: Settings  # envs.settings, by env.kind
+    replay: ReplaySettings  # replay.settings, by replay.kind
+    agent: AgentSettings
+    train: TrainSettings
+    evaluation: EvaluationSettings
+    checkpoint: CheckpointSettings

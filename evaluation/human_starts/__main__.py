@@ -45,7 +45,7 @@ from evaluation.human_starts.start_state_file import (
 from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
 from evaluation.runs import BARE_SNAPSHOT_ENV
-from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of
+from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of, typed
 
 # What a start point's agent state is made of, as a start-state file records it.
 LAYOUT = ("frame_skip", "screen_size", "history_length", "max_episode_frames")
@@ -146,7 +146,7 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
         raise ValueError("play needs one run directory or agent snapshot and out=FILE.json")
     for key, rule in PLAY_RULES.items():
         rule.check(key, options[key])
-    AtariSettings.of(options["env"])
+    typed(AtariSettings, options["env"], fixed=("kind",))
     out = Path(options["out"])
     check_output("out", out)
     snapshot, run_env = find_agent(paths[0], options["snapshot"])

@@ -22,7 +22,7 @@ import numpy as np
 
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
-from envs.registry import build_env
+from envs.registry import build_env, env_settings
 from envs.settings import AtariSettings
 from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
 
@@ -180,7 +180,7 @@ def play_trajectories(
             f"env.repeat_action_probability={sticky}: a game with sticky actions cannot be "
             "logged exactly; set env.repeat_action_probability=0.0"
         )
-    env = build_env(env_kwargs, seed=0)  # every reset below is seeded explicitly
+    env = build_env(env_settings(env_kwargs), seed=0)  # every reset below is seeded explicitly
     try:
         if env.action_space.n != agent.num_actions:
             raise ValueError(

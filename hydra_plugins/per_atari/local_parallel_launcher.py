@@ -1,5 +1,5 @@
 """`hydra/launcher=local_parallel`'s and `shared_gpu`'s launcher, where Hydra looks for it:
-training.joblib_launcher's, imported only when a sweep uses it (it needs the `joblib` extra)."""
+launch.joblib_launcher's, imported only when a sweep uses it (it needs the `joblib` extra)."""
 
 from hydra.plugins.launcher import Launcher
 
@@ -9,6 +9,6 @@ from hydra_plugins.per_atari.deferred_launcher import DeferredLauncher
 class LocalParallelLauncher(DeferredLauncher):
     @staticmethod
     def implementation() -> type[Launcher]:
-        from training.joblib_launcher import StoppableJoblibLauncher
+        from launch.joblib_launcher import StoppableJoblibLauncher
 
         return StoppableJoblibLauncher

@@ -1,5 +1,5 @@
 """`hydra/launcher=slurm`'s launcher, where Hydra looks for it; the launcher itself is
-training.slurm_launcher's, imported only when a sweep uses it (Hydra imports this module at
+launch.slurm_launcher's, imported only when a sweep uses it (Hydra imports this module at
 the start of every run of train.py, which finds it in the checkout, and it needs the `slurm`
 extra)."""
 
@@ -11,6 +11,6 @@ from hydra_plugins.per_atari.deferred_launcher import DeferredLauncher
 class SlurmLauncher(DeferredLauncher):
     @staticmethod
     def implementation() -> type[Launcher]:
-        from training.slurm_launcher import PreemptibleSlurmLauncher
+        from launch.slurm_launcher import PreemptibleSlurmLauncher
 
         return PreemptibleSlurmLauncher

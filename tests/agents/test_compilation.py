@@ -24,12 +24,10 @@ def learner(torch_compile: bool, **settings) -> DoubleDQN:
     settings = {**MINATAR, **settings}
     return DoubleDQN(
         6,
+        AgentSettings(device="cpu", torch_compile=torch_compile, **settings),
         rng=np.random.default_rng(0),
         frame_shape=FRAMES,
         batch_size=BATCH_SIZE,
-        device="cpu",
-        torch_compile=torch_compile,
-        **settings,
     )
 
 
@@ -97,11 +95,9 @@ def test_torch_compile_is_refused_with_cuda_graphs_and_with_per_sample_gradients
     with pytest.raises(ValueError, match="parameter_change"):
         DoubleDQN(
             6,
+            AgentSettings(device="cpu", torch_compile=True, **MINATAR),
             rng=np.random.default_rng(0),
             frame_shape=FRAMES,
             batch_size=BATCH_SIZE,
-            device="cpu",
-            torch_compile=True,
             compute_parameter_change_norms=True,
-            **MINATAR,
         )

@@ -21,6 +21,7 @@ from agents import (
     weighted_huber_loss,
 )
 from agents.acceleration import PinnedStaging
+from agents.settings import AgentSettings
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -79,9 +80,23 @@ class LookupQ(nn.Module):
         return self.table[frames[:, 0, 0, 0].long()]
 
 
-def make_agent(seed=0, num_actions=4, device="cpu", **kwargs) -> DoubleDQN:
-    arguments = {"frame_shape": (84, 84), "batch_size": 32, **kwargs}
-    return DoubleDQN(num_actions, rng=np.random.default_rng(seed), device=device, **arguments)
+def make_agent(
+    seed=0,
+    num_actions=4,
+    device="cpu",
+    frame_shape=(84, 84),
+    batch_size=32,
+    compute_parameter_change_norms=False,
+    **settings,
+) -> DoubleDQN:
+    return DoubleDQN(
+        num_actions,
+        AgentSettings(device=device, **settings),
+        rng=np.random.default_rng(seed),
+        frame_shape=frame_shape,
+        batch_size=batch_size,
+        compute_parameter_change_norms=compute_parameter_change_norms,
+    )
 
 
 # Hand-built case, 3 actions, discount 0.5. Rows 0-3 are S_j, rows 4-7 are S_{j+1}. The online

@@ -13,6 +13,7 @@ from agents import DoubleDQN, LearnStats, weighted_huber_loss
 from agents.networks import NatureQNetwork
 from agents.optimizer import CenteredRMSProp
 from agents.per_sample import parameter_change_norms
+from agents.settings import AgentSettings
 
 
 class TinyQ(nn.Module):
@@ -183,8 +184,8 @@ def test_learn_returns_the_norms_of_its_own_update_when_asked():
     rng = np.random.default_rng(12)
     agent = DoubleDQN(
         4,
+        AgentSettings(device="cpu"),
         rng=np.random.default_rng(13),
-        device="cpu",
         compute_parameter_change_norms=True,
         frame_shape=(84, 84),
         batch_size=32,
@@ -202,8 +203,8 @@ def test_learn_returns_the_norms_of_its_own_update_when_asked():
     )
     before = DoubleDQN(  # the agent as it was: the same seed
         4,
+        AgentSettings(device="cpu"),
         rng=np.random.default_rng(13),
-        device="cpu",
         compute_parameter_change_norms=True,
         frame_shape=(84, 84),
         batch_size=32,
@@ -225,7 +226,11 @@ def test_learn_returns_the_norms_of_its_own_update_when_asked():
     np.testing.assert_allclose(stats.parameter_change_norms, expected.numpy(), rtol=1e-4)
     assert (
         DoubleDQN(
-            4, rng=np.random.default_rng(13), device="cpu", frame_shape=(84, 84), batch_size=32
+            4,
+            AgentSettings(device="cpu"),
+            rng=np.random.default_rng(13),
+            frame_shape=(84, 84),
+            batch_size=32,
         )
         .learn(batch)
         .parameter_change_norms

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from artifacts.upgrade import check_resumable, upgrade_config
-from training.validation import validate_config
+from launch.validation import validate_config
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 # config.yaml as the last revision before runs recorded their evaluation settings wrote it.

@@ -8,13 +8,20 @@ import numpy as np
 import pytest
 
 from envs.atari import make_env
-from envs.registry import ENVIRONMENTS
+from envs.registry import ENVIRONMENTS, build_env, env_settings
 
 NOOP = 0
 ATARI_KINDS = [name for name, kind in ENVIRONMENTS.items() if kind.family == "atari"]
-MAKERS = pytest.mark.parametrize(
-    "make", [ENVIRONMENTS[name].make for name in ATARI_KINDS], ids=ATARI_KINDS
-)
+
+
+def maker(kind: str):
+    """`make(game, seed, **settings)`: an env of `kind` as a run's env section builds it."""
+    return lambda game, seed, **settings: build_env(
+        env_settings({"kind": kind, "game": game, **settings}), seed
+    )
+
+
+MAKERS = pytest.mark.parametrize("make", [maker(name) for name in ATARI_KINDS], ids=ATARI_KINDS)
 
 
 def run(env, actions):

@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from artifacts.tensor_tree import to_numpy, to_tensors
-from envs.registry import ENVIRONMENTS, build_env, environment_kind
+from envs.registry import ENVIRONMENTS, build_env, env_settings, environment_kind
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 
@@ -32,7 +32,7 @@ def config_section(kind: str) -> dict:
 
 
 def make(kind: str, seed: int, **settings):
-    return build_env({**config_section(kind), **settings}, seed=seed)
+    return build_env(env_settings({**config_section(kind), **settings}), seed=seed)
 
 
 def random_actions(env, count: int, seed: int) -> list[int]:
@@ -53,7 +53,7 @@ def play(env, actions) -> list[tuple]:
 
 
 def assert_frame(env, kind: str, frame: np.ndarray) -> None:
-    shape = tuple(environment_kind(kind).frame_shape(config_section(kind)))
+    shape = tuple(environment_kind(kind).frame_shape(env_settings(config_section(kind))))
     assert frame.shape == shape == tuple(env.observation_space.shape)
     assert frame.dtype == np.uint8 == env.observation_space.dtype
 

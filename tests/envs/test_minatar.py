@@ -5,7 +5,7 @@ import pytest
 
 from artifacts.tensor_tree import to_numpy, to_tensors
 from envs.minatar import GAMES, make_minatar_env, minatar_frame_shape, resolve_minatar_game
-from envs.registry import build_env
+from envs.registry import build_env, env_settings
 
 CHANNELS = {"asterix": 4, "breakout": 4, "freeway": 7, "seaquest": 10, "space_invaders": 6}
 LEFT = 1  # MinAtar's action map: n, l, u, r, d, f
@@ -137,7 +137,7 @@ def test_game_names_resolve_and_an_unknown_one_is_a_one_line_error():
 
 
 def test_the_registry_builds_it_from_the_config_section():
-    env = build_env({"kind": "minatar", "game": "seaquest", "frame_skip": 1}, seed=0)
+    env = build_env(env_settings({"kind": "minatar", "game": "seaquest", "frame_skip": 1}), seed=0)
     assert env.reset()[0].shape == (10, 10, 10)
     with pytest.raises(RuntimeError, match="no lives"):
         env.noops_after_life_loss()

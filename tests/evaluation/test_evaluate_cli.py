@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 import evaluate
 import evaluation.human_starts.__main__ as start_state_tools
 from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
 from artifacts.snapshot import save_agent_snapshot
 from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, save_trajectories
 from evaluation.protocol_registry import PROTOCOLS
@@ -38,7 +39,11 @@ def make_run(directory: Path, seed: int, replay: str = "uniform") -> Path:
     directory.mkdir(parents=True)
     (directory / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     agent = DoubleDQN(
-        6, rng=np.random.default_rng(seed), device="cpu", frame_shape=(84, 84), batch_size=32
+        6,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(seed),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     for name, score in (("agent_best.pt", -20.0), ("agent_latest.pt", -21.0)):
         save_agent_snapshot(

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 import evaluate
 import evaluation.human_starts.__main__ as start_state_tools
 from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
 from artifacts.snapshot import save_agent_snapshot
 from evaluation.protocol_registry import PROTOCOLS
 from evaluation.protocols import evaluate_noop
@@ -30,13 +31,15 @@ EPISODES = 4
 def minatar_agent(seed: int = 0) -> DoubleDQN:
     return DoubleDQN(
         6,
+        AgentSettings(
+            device="cpu",
+            history_length=1,
+            network="minatar",
+            target_rule="dqn",
+            optimizer="torch_rmsprop",
+        ),
         rng=np.random.default_rng(seed),
-        device="cpu",
-        history_length=1,
         frame_shape=(4, 10, 10),
-        network="minatar",
-        target_rule="dqn",
-        optimizer="torch_rmsprop",
         batch_size=32,
     )
 

@@ -51,5 +51,5 @@ def test_a_value_that_is_no_single_setting_is_one_line(tmp_path, capsys, argumen
 
 
 def test_the_help_lists_every_setting():
-    for name in EvaluateSettings.names():
+    for name in EvaluateSettings.defaults():
         assert f"\n    {name}=" in evaluate.__doc__

@@ -12,6 +12,7 @@ import yaml
 import evaluate
 import evaluation.human_starts.__main__ as start_state_tools
 from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
 from artifacts.snapshot import save_agent_snapshot
 from envs.atari import make_env
 from evaluation.human_starts.recording import play_trajectories
@@ -33,7 +34,11 @@ def run_dir(tmp_path_factory):
     }
     (directory / "config.yaml").write_text(yaml.safe_dump(config))
     agent = DoubleDQN(
-        6, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        6,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     save_agent_snapshot(
         directory / "agent_best.pt", agent, game="pong", step=10_000, frames=40_000, score=-21.0

@@ -7,15 +7,17 @@ import pytest
 import torch
 
 from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
 from artifacts.snapshot import save_agent_snapshot, save_final_snapshot
 from evaluation.snapshot import load_agent_snapshot
+from tests.evaluation.test_evaluate_minatar import minatar_agent
 
 
 def make_agent(seed=0, num_actions=6):
     return DoubleDQN(
         num_actions,
+        AgentSettings(device="cpu"),
         rng=np.random.default_rng(seed),
-        device="cpu",
         frame_shape=(84, 84),
         batch_size=32,
     )
@@ -40,17 +42,7 @@ def test_round_trip_keeps_weights_metadata_and_greedy_actions(tmp_path):
 
 
 def test_a_minatar_agent_comes_back_with_its_network_and_frame_shape(tmp_path):
-    agent = DoubleDQN(
-        6,
-        rng=np.random.default_rng(0),
-        device="cpu",
-        history_length=1,
-        frame_shape=(4, 10, 10),
-        network="minatar",
-        target_rule="dqn",
-        optimizer="torch_rmsprop",
-        batch_size=32,
-    )
+    agent = minatar_agent()
     path = tmp_path / "agent_best.pt"
     save_agent_snapshot(path, agent, game="breakout", step=10, frames=10, score=1.0)
     loaded, info = load_agent_snapshot(path)

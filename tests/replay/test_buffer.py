@@ -7,8 +7,10 @@ import pytest
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer, memory_bytes
 from replay.proportional import ProportionalSampler
 from replay.sampler import UniformSampler
+from replay.settings import ReplaySettings
 from replay.storage import FrameStorage
 from replay.transition_storage import TransitionStorage
+from schema import typed
 
 STORAGES = {"fifo": FrameStorage, "lowest_priority": TransitionStorage}
 
@@ -165,7 +167,7 @@ def test_bad_signal_settings_are_one_line_errors_naming_the_key():
     with pytest.raises(
         ValueError, match="replay.priority_epsilon=0.0 is not allowed: must be a number > 0"
     ):
-        proportional_buffer("td_error", priority_epsilon=0.0)
+        typed(ReplaySettings, {"priority_epsilon": 0.0})  # the buffer trusts what it is given
 
 
 def test_uniform_sampling_still_forgets_by_the_signals_priorities():

@@ -8,10 +8,11 @@ import pytest
 
 from replay.priority_signals import (
     PRIORITY_SIGNALS,
+    SignalInputs,
     huber_loss_priorities,
     needs_parameter_change_norms,
     parameter_change_priorities,
-    signal_inputs,
+    signal_named,
     td_error_change_priorities,
     td_error_priorities,
 )
@@ -74,11 +75,7 @@ def test_signals_leave_their_inputs_alone():
     np.testing.assert_array_equal(previous, [NEVER, -0.5])
 
 
-def test_each_signal_reads_what_it_needs():
-    assert signal_inputs("td_error") == ("td_errors", "priority_epsilon", "td_error_clip")
-    assert signal_inputs("td_error_change")[:2] == ("td_errors", "previous_td_errors")
-    assert signal_inputs("parameter_change") == ("parameter_change_norms", "priority_epsilon")
-    assert signal_inputs("huber_loss") == ("td_errors", "priority_epsilon", "td_error_clip")
+def test_only_the_parameter_change_signal_needs_the_learners_norms():
     assert needs_parameter_change_norms("parameter_change")
     assert not any(map(needs_parameter_change_norms, ("td_error", "td_error_change", "huber_loss")))
 
@@ -93,20 +90,10 @@ def test_huber_loss_priority_is_the_unclipped_loss_plus_epsilon():
 
 def test_an_unknown_signal_is_a_one_line_error_naming_the_key():
     with pytest.raises(ValueError) as error:
-        signal_inputs("loss")
+        signal_named("loss")
     assert str(error.value) == (
         f"replay.priority_signal=loss is not allowed: must be one of {', '.join(PRIORITY_SIGNALS)}"
     )
-
-
-# What the replay buffer hands a signal, by name (replay/priority_signals.py's docstring).
-BUFFER_INPUTS = {
-    "td_errors",
-    "previous_td_errors",
-    "parameter_change_norms",
-    "priority_epsilon",
-    "td_error_clip",
-}
 
 
 @pytest.fixture(params=list(PRIORITY_SIGNALS))
@@ -114,36 +101,31 @@ def signal(request) -> str:
     return request.param
 
 
-def signal_arguments(name: str, rng: np.random.Generator, size: int = 64) -> dict:
+def signal_inputs(rng: np.random.Generator, size: int = 64) -> SignalInputs:
     """Inputs as the buffer hands them: errors of either sign, zero and past the clip, previous
     errors NaN where never replayed, norms ≥ 0 with a zero."""
     previous = rng.normal(scale=2.0, size=size)
     previous[rng.random(size) < 0.3] = NEVER
-    values = {
-        "td_errors": np.r_[0.0, rng.normal(scale=2.0, size=size - 1)].astype(np.float32),
-        "previous_td_errors": previous.astype(np.float32),
-        "parameter_change_norms": np.r_[0.0, rng.exponential(size=size - 1)].astype(np.float32),
-        "priority_epsilon": 0.01,
-        "td_error_clip": 1.0,
-    }
-    return {name: values[name] for name in signal_inputs(name)}
-
-
-def test_every_signal_reads_only_what_the_buffer_hands_it(signal):
-    assert set(signal_inputs(signal)) <= BUFFER_INPUTS
+    return SignalInputs(
+        td_errors=np.r_[0.0, rng.normal(scale=2.0, size=size - 1)].astype(np.float32),
+        previous_td_errors=previous.astype(np.float32),
+        parameter_change_norms=np.r_[0.0, rng.exponential(size=size - 1)].astype(np.float32),
+    )
 
 
 def test_every_signal_is_a_pure_function_to_float64_priorities_of_at_least_epsilon(signal):
     rng = np.random.default_rng(5)
     for _ in range(20):
-        arguments = signal_arguments(signal, rng)
-        before = {name: np.copy(value) for name, value in arguments.items()}
-        priorities = PRIORITY_SIGNALS[signal](**arguments)
+        inputs = signal_inputs(rng)
+        before = [np.copy(value) for value in inputs]
+        priorities = PRIORITY_SIGNALS[signal].priorities(inputs, 0.01, 1.0)
         assert priorities.dtype == np.float64 and priorities.shape == (64,)
         assert np.isfinite(priorities).all() and (priorities >= 0.01).all()
-        for name, value in arguments.items():
-            np.testing.assert_array_equal(value, before[name])  # inputs left alone
-        np.testing.assert_array_equal(PRIORITY_SIGNALS[signal](**arguments), priorities)
+        for value, copy in zip(inputs, before, strict=True):
+            np.testing.assert_array_equal(value, copy)  # inputs left alone
+        np.testing.assert_array_equal(
+            PRIORITY_SIGNALS[signal].priorities(inputs, 0.01, 1.0), priorities
+        )
 
 
 def test_the_buffer_hands_every_signal_its_inputs(signal):
@@ -152,12 +134,6 @@ def test_the_buffer_hands_every_signal_its_inputs(signal):
     buffer = proportional_buffer(signal, priority_epsilon=0.125)
     td_errors, norms = np.array([0.5, -2.0, 0.0]), np.array([0.25, 3.0, 0.0])
     buffer.update_priorities(np.array([0, 1, 2]), learned(td_errors, norms=norms))
-    inputs = {
-        "td_errors": td_errors.astype(np.float32),
-        "previous_td_errors": np.full(3, NEVER),
-        "parameter_change_norms": norms,
-        "priority_epsilon": 0.125,
-        "td_error_clip": 1.0,
-    }
-    expected = PRIORITY_SIGNALS[signal](**{name: inputs[name] for name in signal_inputs(signal)})
+    inputs = SignalInputs(td_errors.astype(np.float32), np.full(3, NEVER), norms)
+    expected = PRIORITY_SIGNALS[signal].priorities(inputs, 0.125, 1.0)
     np.testing.assert_array_equal(raw_priorities(buffer, [0, 1, 2]), expected)

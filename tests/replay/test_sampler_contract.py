@@ -12,6 +12,7 @@ from scipy.stats import chisquare
 
 from replay.buffer import ReplayBuffer
 from replay.registry import SAMPLERS, STORAGES, build_sampler
+from schema import typed
 
 PRESETS = Path(__file__).resolve().parents[2] / "configs" / "replay"
 
@@ -25,7 +26,8 @@ def make(kind, capacity, rng=None):
     """The sampler `kind` with the settings of `configs/replay/<kind>.yaml` and `capacity`."""
     preset = OmegaConf.to_container(OmegaConf.load(PRESETS / f"{kind}.yaml")).get("replay", {})
     rng = np.random.default_rng(0) if rng is None else rng
-    return build_sampler(kind, {**preset, "capacity": capacity}, rng)
+    settings = {**preset, "kind": kind, "capacity": capacity}
+    return build_sampler(typed(SAMPLERS[kind].settings, settings), rng)
 
 
 def sampleable(sampler) -> np.ndarray:

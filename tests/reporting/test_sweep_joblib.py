@@ -26,7 +26,7 @@ TINY = {
     "evaluation.frames": 200,
     "checkpoint.every_steps": 200,
 }
-# The project's launcher for both joblib presets (training/joblib_launcher.py).
+# The project's launcher for both joblib presets (launch/joblib_launcher.py).
 PROJECT_JOBLIB = "hydra_plugins.per_atari.local_parallel_launcher.LocalParallelLauncher"
 
 
@@ -70,7 +70,7 @@ def test_shared_gpu_preset_runs_eight_jobs_with_their_share_of_the_cores(monkeyp
     # What each run's `threads: auto` sees inside a joblib worker: cores // n_jobs.
     from joblib import Parallel, delayed  # the plugin's dependency
 
-    from training.run_guard import torch_threads
+    from launch.run_guard import torch_threads
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # a user's setting would win
     threads = Parallel(n_jobs=2, backend="loky")(delayed(torch_threads)("auto") for _ in range(2))

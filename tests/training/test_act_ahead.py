@@ -12,8 +12,10 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import train
+from launch.validation import run_settings
 from training.checkpoints import CheckpointStore
 from training.loop import StopRequest, Training
+from training.run_record import RunRecord, config_record
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 RUN = [
@@ -43,8 +45,12 @@ def recorded_run(tmp_path: Path, act_ahead: bool) -> dict[str, list]:
     after each update, and the final parameters."""
     with initialize_config_dir(config_dir=CONFIGS, version_base="1.3"):
         cfg = compose(config_name="config", overrides=RUN)
-    parts = train.build(cfg)
-    training = Training(parts, cfg, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest())
+    run = run_settings(cfg)
+    record = RunRecord(tmp_path, config_record(cfg))
+    parts = train.build(run)
+    training = Training(
+        parts, run, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest(), record
+    )
     if not act_ahead:
         training._act_ahead = lambda: None  # every step acts at its start
     record = {"actions": [], "priorities": []}

@@ -10,6 +10,7 @@ import pytest
 from test_periodic_test import ENV, Writer, make_periodic_test
 
 from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
 from artifacts.snapshot import save_agent_snapshot
 from evaluation.snapshot import load_agent_snapshot
 from training import evaluation_worker, periodic_test
@@ -32,9 +33,8 @@ def test_the_periodic_test_starts_its_worker_with_the_learners_cuda_graphs(
     monkeypatch.setattr(periodic_test, "EvaluationWorker", RecordingWorker)
     agent = DoubleDQN(
         4,
+        AgentSettings(device="cpu", cuda_graphs=graphs),
         rng=np.random.default_rng(0),
-        device="cpu",
-        cuda_graphs=graphs,
         frame_shape=(84, 84),
         batch_size=32,
     )
@@ -57,7 +57,11 @@ def test_the_worker_builds_each_tested_agent_with_the_runs_cuda_graphs(
     monkeypatch.setattr(evaluation_worker, "load_agent_snapshot", recording_load)
     agent_file = tmp_path / "step-000000000200.pt"
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     save_agent_snapshot(agent_file, agent, game="breakout", step=200, frames=800, score=None)
     request_end, requests = os.pipe()
@@ -82,7 +86,11 @@ def test_a_test_played_inline_acts_through_the_learners_online_policy(tmp_path, 
 
     monkeypatch.setattr(periodic_test, "play_test", recording_play)
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     make_periodic_test(tmp_path).request(agent, 200, Writer())
     assert played == [agent.online_policy()]

@@ -13,9 +13,11 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import train
 from agents.updates import LearnStats
 from artifacts.run_directory import RunDirectory
+from launch.validation import run_settings
 from training import loop
 from training.checkpoints import CheckpointStore
 from training.loop import Components, LearningDiverged, StopRequest, Training
+from training.run_record import RunRecord, config_record
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 LIFE_LOST_AT = 3  # the scripted env loses a life on its 3rd step
@@ -58,10 +60,14 @@ class ScriptedEnv:
 
 def scripted_training(tmp_path, *overrides: str) -> Training:
     cfg = config("env.game=breakout", "replay.capacity=50", *overrides)
-    built = train.build(cfg)
+    run = run_settings(cfg)
+    built = train.build(run)
     built.env.close()
     parts = Components(ScriptedEnv(), built.agent, built.replay, built.frame_stack, 0, built.rngs)
-    training = Training(parts, cfg, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest())
+    record = RunRecord(tmp_path, config_record(cfg))
+    training = Training(
+        parts, run, tmp_path, CheckpointStore(tmp_path / "c"), StopRequest(), record
+    )
     training.start(None)
     return training
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
 from artifacts.snapshot import read_snapshot
 from artifacts.upgrade import upgrade_checkpoint_state
 from envs.registry import ENVIRONMENTS
@@ -61,7 +62,11 @@ def make_periodic_test(
 def test_episode_scores_are_logged_exactly_and_snapshots_kept(tmp_path):
     test, writer = make_periodic_test(tmp_path), Writer()
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     test.run(agent, 200, writer)
     scores = json.loads(writer.texts["eval/episode_scores", 200])
@@ -73,7 +78,11 @@ def test_episode_scores_are_logged_exactly_and_snapshots_kept(tmp_path):
 def test_a_full_disk_keeps_the_previous_snapshot_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
     test = make_periodic_test(tmp_path)
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
 
     def full_disk(*args, **kwargs):
@@ -94,7 +103,11 @@ def test_a_full_disk_keeps_the_previous_snapshot_and_the_run_goes_on(tmp_path, m
 
 def test_a_stop_interrupts_the_test_which_reruns_identically_when_the_run_resumes(tmp_path):
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     uninterrupted, writer = make_periodic_test(tmp_path / "a"), Writer()
     uninterrupted.run(agent, 200, writer)
@@ -136,7 +149,11 @@ def agents() -> list[DoubleDQN]:
     """One agent per test, each with its own weights."""
     return [
         DoubleDQN(
-            4, rng=np.random.default_rng(seed), device="cpu", frame_shape=(84, 84), batch_size=32
+            4,
+            AgentSettings(device="cpu"),
+            rng=np.random.default_rng(seed),
+            frame_shape=(84, 84),
+            batch_size=32,
         )
         for seed in STEPS
     ]
@@ -225,7 +242,11 @@ def test_tests_pending_at_a_checkpoint_play_again_from_their_saved_agents(tmp_pa
     resumed.rng.bit_generator.state = rng_state
     resumed.load_state_dict(state)
     stranger = DoubleDQN(
-        4, rng=np.random.default_rng(99), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(99),
+        frame_shape=(84, 84),
+        batch_size=32,
     )  # the files count
     try:
         resumed.resume(stranger, STEPS[-1], writer)
@@ -243,7 +264,11 @@ def test_resuming_tidies_the_agent_files_and_needs_those_of_pending_tests(tmp_pa
         (directory / name).touch()
     test = make_periodic_test(tmp_path, worker=True)
     agent = DoubleDQN(
-        4, rng=np.random.default_rng(0), device="cpu", frame_shape=(84, 84), batch_size=32
+        4,
+        AgentSettings(device="cpu"),
+        rng=np.random.default_rng(0),
+        frame_shape=(84, 84),
+        batch_size=32,
     )
     test.resume(agent, 200, Writer())  # nothing pending: no worker is started
     # Beyond the checkpoint or half-written: of steps the resumed run plays again.

@@ -1,11 +1,13 @@
 """Settings the libraries that use them cannot hold, and schedules that run the wrong way, are
-refused by their schemas in one line naming the key and what is allowed."""
+refused by their schemas (read by `schema.typed`) in one line naming the key and what is
+allowed."""
 
 import pytest
 
 from agents.settings import AgentSettings
 from envs.settings import AtariSettings, MinAtarSettings
 from replay.settings import RankBasedReplaySettings, ReplaySettings
+from schema import typed
 from training.settings import CheckpointSettings, EvaluationSettings, RunSettings, TrainSettings
 
 BEYOND = 2**63  # one past the largest signed 64-bit integer
@@ -15,7 +17,11 @@ INTEGER_SETTINGS = [
     (MinAtarSettings, "max_episode_frames", "an integer >= 0, at most 9223372036854775807"),
     (TrainSettings, "total_steps", "a positive integer, at most 9223372036854775807"),
     (TrainSettings, "epsilon_decay_steps", "an integer >= 0, at most 9223372036854775807"),
-    (EvaluationSettings, "every_frames", "a positive multiple of env.frame_skip"),
+    (
+        EvaluationSettings,
+        "every_frames",
+        "a positive multiple of env.frame_skip, at most 9223372036854775807",
+    ),
     (
         CheckpointSettings,
         "keep",
@@ -31,7 +37,7 @@ INTEGER_SETTINGS = [
     (
         ReplaySettings,
         "importance_exponent_final_step",
-        "null (the last step) or a positive integer",
+        "null (the last step) or a positive integer, at most 9223372036854775807",
     ),
     (RunSettings, "seed", "an integer from 0 to 9223372036854775807"),
 ]
@@ -44,15 +50,15 @@ INTEGER_SETTINGS = [
 )
 def test_integers_beyond_64_bits_are_refused(schema, name, allowed):
     with pytest.raises(ValueError) as error:
-        schema.check(name, BEYOND)
+        typed(schema, {name: BEYOND})
     assert str(error.value) == f"{schema.key(name)}={BEYOND} is not allowed: must be {allowed}"
-    schema.check(name, BEYOND - 1)  # the largest is allowed where its rule allows it
+    typed(schema, {name: BEYOND - 1})  # the largest is allowed where its rule allows it
 
 
 def test_a_rising_epsilon_is_refused_and_a_constant_one_allowed():
     with pytest.raises(ValueError) as error:
-        TrainSettings.of({"epsilon_start": 0.01, "epsilon_final": 1})
+        typed(TrainSettings, {"epsilon_start": 0.01, "epsilon_final": 1})
     assert str(error.value) == (
         "train.epsilon_final=1 is not allowed: must be in [0, train.epsilon_start] (ε falls to it)"
     )
-    assert TrainSettings.of({"epsilon_start": 0.5, "epsilon_final": 0.5}).epsilon_final == 0.5
+    assert typed(TrainSettings, {"epsilon_start": 0.5, "epsilon_final": 0.5}).epsilon_final == 0.5

@@ -20,12 +20,12 @@ from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
-from envs.registry import environment_kind
+from launch.run_guard import RunDirectoryError
+from launch.validation import check_disk, check_replay_group, validate_config
 from schema import shown
 from training.checkpoints import CheckpointStore
-from training.run_guard import RunDirectoryError
 from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
-from training.validation import check_disk, check_replay_group, validate_config
+from training.settings import Run
 
 # Hydra creates the run directory before `main` runs; see `remove_created_directories`. Read
 # from the clock file systems stamp new directories with (Linux's CLOCK_REALTIME_COARSE, up to
@@ -168,24 +168,25 @@ def _creation_ns(path: Path) -> int | None:
     return seconds * 1_000_000_000 + nanoseconds
 
 
-def check_run(cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True):
+def check_run(
+    cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True
+) -> tuple[Run, bool]:
     """Every check of a run's config before anything is built, in train.py and, for each job,
     before a sweep starts: the replay group of a fresh run (first: with another group's kind
     its settings are another sampler's), the settings, the game (resolved to its id in
     `cfg`), the run directory and, for a run that will run on this machine and is not
-    finished, the disk its checkpoints need. Returns whether the run is finished
-    (its final snapshot written at its last step): resuming it would only rewrite its
-    results. A refusal is a one-line ValueError."""
+    finished, the disk its checkpoints need. Returns the run's settings and whether the run
+    is finished (its final snapshot written at its last step): resuming it would only
+    rewrite its results. A refusal is a one-line ValueError."""
     if cfg.resume is None:
         check_replay_group(cfg, replay_group)
-    validate_config(cfg, this_machine)
-    # The game is resolved once: the stored config and everything after use its id.
-    cfg.env.game = environment_kind(cfg.env.kind).game_id(cfg.env.game)
+    settings = validate_config(cfg, this_machine)
+    cfg.env.game = settings.env.game  # the stored config names the game by its id too
     check_run_directory(run_dir, cfg)
     run = RunDirectory(run_dir)
     done = run.final_snapshot.is_file() and CheckpointStore(run.checkpoints).latest_step() == (
         cfg.train.total_steps
     )
     if this_machine and not done:
-        check_disk(cfg, run.checkpoints)
-    return done
+        check_disk(settings, run.checkpoints)
+    return settings, done

@@ -4,6 +4,7 @@ section through its schema (the one definition of its settings' types, defaults 
 on the machine (its cores, GPUs, memory and disk). A refusal is one line naming the key and
 what is allowed."""
 
+import dataclasses
 import os
 import shutil
 from collections.abc import Callable
@@ -18,36 +19,30 @@ from agents.networks import build_network
 from agents.settings import AgentSettings
 from artifacts.command_line import available_memory_bytes
 from artifacts.upgrade import check_resumable
-from envs.registry import env_settings, environment_kind
+from envs.registry import environment_kind
 from replay.buffer import memory_bytes
-from replay.registry import (
-    REPLAY_DEVICES,
-    check_device_copy,
-    replay_settings,
-    sampler_class,
-    storage_class,
-)
+from replay.registry import REPLAY_DEVICES, check_device_copy, sampler_class, storage_class
 from replay.settings import CAPACITY
 from replay.storage import FrameStorage
-from schema import Schema, refusal
+from schema import Settings, refusal, typed
 from training.settings import (
     EVERY_FRAMES,
     CheckpointSettings,
     EvaluationSettings,
+    Run,
     RunSettings,
     TrainSettings,
 )
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-# Every section a run reads, and what reads it (a whole section, every setting given) as its
-# schema: env and replay have one per kind; the top level's is `RunSettings`.
-SECTIONS: dict[str, Callable[..., Schema]] = {
-    "env": env_settings,
-    "replay": replay_settings,
-    "agent": AgentSettings.of,
-    "train": TrainSettings.of,
-    "evaluation": EvaluationSettings.of,
-    "checkpoint": CheckpointSettings.of,
+# Every section a run reads, and its schema: env and replay have one per kind.
+SECTIONS: dict[str, Callable[[dict], type[Settings]]] = {
+    "env": lambda values: environment_kind(values.get("kind")).settings,
+    "replay": lambda values: sampler_class(values.get("kind")).settings,
+    "agent": lambda values: AgentSettings,
+    "train": lambda values: TrainSettings,
+    "evaluation": lambda values: EvaluationSettings,
+    "checkpoint": lambda values: CheckpointSettings,
 }
 
 
@@ -64,39 +59,43 @@ def _check_sections(cfg: DictConfig) -> None:
             raise ValueError(f"the config has no {section} section{choose}")
 
 
-def run_settings(cfg: DictConfig) -> dict[str, Schema]:
-    """Each section of `cfg` through its schema, by section name ("" for the top level): a
-    key no schema has, one that is missing or a value its rule refuses is a one-line
-    ValueError."""
+def run_settings(cfg: DictConfig) -> Run:
+    """Each section of `cfg` through its schema: a key no schema has, one that is missing or
+    a value its rule refuses is a one-line ValueError."""
     _check_sections(cfg)
     plain = OmegaConf.to_container(cfg, resolve=True)
-    settings = {name: read(plain[name], complete=True) for name, read in SECTIONS.items()}
+    sections = {
+        name: typed(schema(plain[name]), plain[name], complete=True)
+        for name, schema in SECTIONS.items()
+    }
     top = {key: value for key, value in plain.items() if key not in SECTIONS}
-    settings[""] = RunSettings.of(top, also=tuple(SECTIONS), complete=True)
-    return settings
+    top = typed(RunSettings, top, complete=True)
+    env = sections["env"]  # its game by its id, however env.game spelt it (a one-line refusal)
+    sections["env"] = dataclasses.replace(env, game=environment_kind(env.kind).game_id(env.game))
+    return Run(**vars(top), **sections)
 
 
-def _check_across_sections(settings: dict[str, Schema]) -> None:
+def _check_across_sections(run: Run) -> None:
     """The rules that involve settings of several sections."""
-    replay, train, agent = settings["replay"], settings["train"], settings["agent"]
+    replay, train, agent = run.replay, run.train, run.agent
     smallest = max(train.batch_size, FrameStorage.smallest_capacity(agent.history_length))
     if replay.capacity < smallest:
         raise refusal("replay.capacity", replay.capacity, CAPACITY.allowed)
-    every_frames = settings["evaluation"].every_frames
-    if every_frames % settings["env"].frame_skip:
+    every_frames = run.evaluation.every_frames
+    if every_frames % run.env.frame_skip:
         raise refusal("evaluation.every_frames", every_frames, EVERY_FRAMES.allowed)
 
 
-def _check_priority_range(settings: dict[str, Schema]) -> None:
+def _check_priority_range(run: Run) -> None:
     """Every priority p^α must be a positive, finite float: p lies in [ε, clip + ε], so a
     combination whose ε^α underflows to 0 or whose (clip + ε)^α overflows would leave the
     sum tree unable to draw."""
-    r = settings["replay"]
+    r = run.replay
     if not hasattr(r, "priority_exponent"):
         return
     exponents = [r.priority_exponent, r.priority_exponent_final or r.priority_exponent]
     with np.errstate(all="ignore"):
-        top = np.float64(settings["agent"].td_error_clip + r.priority_epsilon)
+        top = np.float64(run.agent.td_error_clip + r.priority_epsilon)
         smallest = min(np.float64(r.priority_epsilon) ** a for a in exponents)
         largest = max(top**a for a in exponents)
     if not (smallest >= np.finfo(np.float64).tiny and np.isfinite(largest * r.capacity)):
@@ -107,26 +106,26 @@ def _check_priority_range(settings: dict[str, Schema]) -> None:
         )
 
 
-def _check_network(cfg: DictConfig) -> None:
+def _check_network(run: Run) -> None:
     """The network must take the env's frames (built without memory, on the meta device)."""
-    env = environment_kind(cfg.env.kind)
+    env = environment_kind(run.env.kind)
     with torch.device("meta"):
-        build_network(cfg.agent.network, 1, cfg.agent.history_length, env.frame_shape(cfg.env))
+        build_network(run.agent.network, 1, run.agent.history_length, env.frame_shape(run.env))
 
 
-def _check_machine(cfg: DictConfig) -> None:
+def _check_machine(run: Run) -> None:
     """What this machine allows: its cores, its GPUs and its memory."""
-    threads, cores = cfg.threads, _cores()
+    threads, cores = run.threads, _cores()
     if threads != "auto" and threads > cores:
         allowed = f"auto or an integer from 1 to {cores} (the cores this process may use)"
         raise refusal("threads", threads, allowed)
-    device = resolve_device(cfg.agent.device)
-    if cfg.replay.device != "cpu":
-        check_device_copy(cfg.replay.eviction, cfg.replay.device)
-        if not _learners_cuda_device(cfg.replay.device, device):
-            raise refusal("replay.device", cfg.replay.device, REPLAY_DEVICES)
-    check_pipelined(cfg.agent.pipelined, device)
-    _check_memory(cfg)
+    device = resolve_device(run.agent.device)
+    if run.replay.device != "cpu":
+        check_device_copy(run.replay.eviction, run.replay.device)
+        if not _learners_cuda_device(run.replay.device, device):
+            raise refusal("replay.device", run.replay.device, REPLAY_DEVICES)
+    check_pipelined(run.agent.pipelined, device)
+    _check_memory(run)
 
 
 def _learners_cuda_device(name: str, learners: torch.device) -> bool:
@@ -138,19 +137,19 @@ def _learners_cuda_device(name: str, learners: torch.device) -> bool:
     return device.type == "cuda" and device == learners
 
 
-def replay_bytes(cfg: DictConfig) -> int:
+def replay_bytes(run: Run) -> int:
     """What a full replay of the config occupies in memory, and about what a checkpoint of
     it occupies on disk (its frames, and the per-slot arrays in the state file)."""
-    frames_per_slot = storage_class(cfg.replay.eviction).frames_per_slot(cfg.agent.history_length)
-    frame_shape = environment_kind(cfg.env.kind).frame_shape(cfg.env)
-    return memory_bytes(cfg.replay.capacity, frame_shape, frames_per_slot)
+    frames_per_slot = storage_class(run.replay.eviction).frames_per_slot(run.agent.history_length)
+    frame_shape = environment_kind(run.env.kind).frame_shape(run.env)
+    return memory_bytes(run.replay.capacity, frame_shape, frames_per_slot)
 
 
-def _check_memory(cfg: DictConfig) -> None:
-    needed, available = replay_bytes(cfg), available_memory_bytes()
+def _check_memory(run: Run) -> None:
+    needed, available = replay_bytes(run), available_memory_bytes()
     if needed > available:
         raise ValueError(
-            f"replay.capacity={cfg.replay.capacity} is not allowed: a full replay needs "
+            f"replay.capacity={run.replay.capacity} is not allowed: a full replay needs "
             f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
         )
 
@@ -163,45 +162,45 @@ STATE_NETWORKS, SNAPSHOT_NETWORKS = 4, 6
 MOST_ACTIONS = 18
 
 
-def network_bytes(cfg: DictConfig) -> int:
+def network_bytes(run: Run) -> int:
     """What one copy of the agent's network occupies (built without memory, on the meta
     device), with the largest head any game needs."""
-    env = environment_kind(cfg.env.kind)
+    env = environment_kind(run.env.kind)
     with torch.device("meta"):
         network = build_network(
-            cfg.agent.network, MOST_ACTIONS, cfg.agent.history_length, env.frame_shape(cfg.env)
+            run.agent.network, MOST_ACTIONS, run.agent.history_length, env.frame_shape(run.env)
         )
     return sum(p.numel() * p.element_size() for p in network.parameters())
 
 
-def run_disk_bytes(cfg: DictConfig) -> int:
+def run_disk_bytes(run: Run) -> int:
     """About what a run's files occupy at most: `checkpoint.keep` checkpoints (each a copy of
     the replay and a state file, whose networks dominate at small capacities) and its
     snapshots."""
-    networks = network_bytes(cfg)
-    state = replay_bytes(cfg) + STATE_NETWORKS * networks
-    return cfg.checkpoint.keep * state + SNAPSHOT_NETWORKS * networks
+    networks = network_bytes(run)
+    state = replay_bytes(run) + STATE_NETWORKS * networks
+    return run.checkpoint.keep * state + SNAPSHOT_NETWORKS * networks
 
 
 def _size(count: int) -> str:
     return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
 
 
-def check_disk(cfg: DictConfig, checkpoints: Path) -> None:
+def check_disk(run: Run, checkpoints: Path) -> None:
     """The run's files (`run_disk_bytes`) must fit on the disk of `checkpoints` (beside what
     its checkpoints already occupy, which they overwrite), before the first of them is due."""
     # What the files occupy, not their length: a frame copy is sparse until the ring fills.
     files = checkpoints.iterdir() if checkpoints.is_dir() else ()
     existing = sum(path.stat().st_blocks * 512 for path in files)
-    needed = run_disk_bytes(cfg) - existing
+    needed = run_disk_bytes(run) - existing
     place = checkpoints
     while not place.exists():
         place = place.parent
     free = shutil.disk_usage(place).free
     if needed > free:
         raise ValueError(
-            f"checkpoint.keep={cfg.checkpoint.keep} is not allowed here: {cfg.checkpoint.keep} "
-            f"checkpoints of replay.capacity={cfg.replay.capacity} and the agent's snapshots "
+            f"checkpoint.keep={run.checkpoint.keep} is not allowed here: {run.checkpoint.keep} "
+            f"checkpoints of replay.capacity={run.replay.capacity} and the agent's snapshots "
             f"need {_size(needed)} more and {place} has {_size(free)} free (lower either, or "
             "give hydra.run.dir on a larger disk)"
         )
@@ -221,16 +220,18 @@ def check_replay_group(cfg: DictConfig, group: str | None) -> None:
         )
 
 
-def validate_config(cfg: DictConfig, this_machine: bool = True) -> None:
-    """Reject bad settings with one line naming the key, before anything is allocated.
-    `this_machine=False` checks a config that will run elsewhere (a sweep's job on a cluster):
-    what depends on the machine (its cores, GPUs and memory) is left to the run itself."""
+def validate_config(cfg: DictConfig, this_machine: bool = True) -> Run:
+    """The run's settings (`run_settings`) once every rule holds: bad settings are refused
+    with one line naming the key, before anything is allocated. `this_machine=False` checks a
+    config that will run elsewhere (a sweep's job on a cluster): what depends on the machine
+    (its cores, GPUs and memory) is left to the run itself."""
     if OmegaConf.select(cfg, "resume") is not None:
         check_resumable(OmegaConf.to_container(cfg))
-    settings = run_settings(cfg)
-    _check_across_sections(settings)
-    _check_priority_range(settings)
-    environment_kind(cfg.env.kind).game_id(cfg.env.game)
-    _check_network(cfg)
+    run = run_settings(cfg)
+    storage_class(run.replay.eviction)  # a storage the registry has
+    _check_across_sections(run)
+    _check_priority_range(run)
+    _check_network(run)
     if this_machine:
-        _check_machine(cfg)
+        _check_machine(run)
+    return run

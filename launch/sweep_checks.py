@@ -14,11 +14,11 @@ for launchers that run the jobs on this machine.
 
 import copy
 import hashlib
+import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
@@ -27,9 +27,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from artifacts.run_directory import CONFIG
-from training.run_config import check_run
-from training.run_guard import error_line
+from launch.run_config import check_run
+from launch.run_guard import error_line
 
+# Hydra's default sweeper, as configs name it: the one whose jobs are known before they start.
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 # Launchers that run every job on the machine that starts the sweep.
 LOCAL_LAUNCHERS = (
     "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
@@ -129,8 +131,18 @@ def sweep_jobs(config: DictConfig) -> list[list[str]]:
     arguments += OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
     loader = GlobalHydra.instance().config_loader()
     overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
-    batches = BasicSweeper.split_arguments(overrides, sweeper.get("max_batch_size"))
-    return [job for batch in batches for job in batch]
+    # Each key once, a later override of it replacing an earlier one in the earlier's place;
+    # the jobs are the product of the keys' values, in that order.
+    values: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            values[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise HydraException(f"the basic sweeper cannot sweep {override.input_line}")
+    return [list(job) for job in itertools.product(*values.values())]
 
 
 def job_label(number: int, overrides: list[str], shared: set[str]) -> str:
@@ -197,7 +209,7 @@ class SweepChecks(Callback):
     """Checks every job of a sweep before the first one starts (see the module's docstring)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        if config.hydra.sweeper.get("_target_") != f"{BasicSweeper.__module__}.BasicSweeper":
+        if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
             return  # another sweeper chooses its jobs as it goes: each checks itself
         str(config.hydra.sweep.dir)  # its ${now:} is resolved once, for every job
         try:

@@ -20,11 +20,15 @@ def default_configs() -> dict[str, dict]:
         "evaluation_settings": EvaluationSettings,
         "checkpoint_settings": CheckpointSettings,
         "agent_settings": AgentSettings,
-        **{f"{kind}_replay_settings": sampler.settings for kind, sampler in SAMPLERS.items()},
-        **{f"{kind}_env_settings": env.settings for kind, env in ENVIRONMENTS.items()},
+    }
+    kinds = {
+        **{f"{kind}_replay_settings": (kind, s.settings) for kind, s in SAMPLERS.items()},
+        **{f"{kind}_env_settings": (kind, env.settings) for kind, env in ENVIRONMENTS.items()},
     }
     return {
         **{name: schema.defaults() for name, schema in schemas.items()},
+        # A schema of several kinds (both Atari kinds) gives each its own name.
+        **{name: {**schema.defaults(), "kind": kind} for name, (kind, schema) in kinds.items()},
         # Schaul et al. (2016) divide the step size by 4 for prioritized replay: the prioritized
         # presets build their agent section on this (`- /prioritized_agent_settings@agent`).
         "prioritized_agent_settings": {"learning_rate": AgentSettings.learning_rate / 4},

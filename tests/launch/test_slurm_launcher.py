@@ -24,8 +24,8 @@ pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
 
 from submitit.core.utils import UncompletedJobError  # noqa: E402
 
-from training import slurm_launcher  # noqa: E402
-from training.slurm_launcher import PreemptibleSlurmLauncher  # noqa: E402
+from launch import slurm_launcher  # noqa: E402
+from launch.slurm_launcher import PreemptibleSlurmLauncher  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 LABELS = ["job 0 (seed=0)", "job 1 (seed=1)"]
@@ -128,7 +128,7 @@ def test_a_job_started_outside_the_checkout_imports_the_launcher(tmp_path, monke
     script = executor._executor._make_submission_file_text("true", "0")
     setup = script.split("# setup\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert setup[1:] == ["echo user setup"]
-    job = [*setup, f"{shlex.quote(sys.executable)} -c 'import training.slurm_launcher'"]
+    job = [*setup, f"{shlex.quote(sys.executable)} -c 'import launch.slurm_launcher'"]
     done = subprocess.run(
         ["bash", "-c", "\n".join(job)],
         cwd=tmp_path,

@@ -11,8 +11,8 @@ from hydra.core.utils import JobReturn, JobStatus
 # The local-sweep extra (`joblib`): without it these tests skip, and the rest still collects.
 pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
 
-from training import joblib_launcher  # noqa: E402
-from training.joblib_launcher import (  # noqa: E402
+from launch import joblib_launcher  # noqa: E402
+from launch.joblib_launcher import (  # noqa: E402
     FAILED,
     FINISHED,
     NOT_STARTED,

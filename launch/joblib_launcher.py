@@ -35,7 +35,7 @@ from hydra_plugins.hydra_joblib_launcher._core import execute_job, process_jobli
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
 from joblib import Parallel, delayed, parallel_config
 
-from training.sweep_checks import job_label
+from launch.sweep_checks import job_label
 
 log = logging.getLogger(__name__)
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from training import validation
+from launch import validation
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from training.run_guard import RunDirectoryError, check_command_line, torch_threads
+from launch.run_guard import RunDirectoryError, check_command_line, torch_threads
 
 
 def test_threads_auto_follows_omp_num_threads_within_the_cores_else_the_cores(monkeypatch):

@@ -13,9 +13,9 @@ from omegaconf import OmegaConf
 from artifacts.provenance import code_state, read_starts
 from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_checkpoint_state
-from training import run_config
-from training.run_config import load_stored_config, remove_created_directories
-from training.validation import validate_config
+from launch import run_config
+from launch.run_config import load_stored_config, remove_created_directories
+from launch.validation import validate_config
 
 ROOT = Path(__file__).resolve().parents[2]
 # config.yaml of a run started by the code of 607a4c6-967999d: python train.py
@@ -143,7 +143,7 @@ def test_each_start_of_a_run_is_recorded_beside_its_config(tmp_path):
 # one whose run directory (argv[2]) existed before.
 REFUSED_RUNS = """import sys
 from pathlib import Path
-from training.run_config import remove_created_directories
+from launch.run_config import remove_created_directories
 new, existing = Path(sys.argv[1]), Path(sys.argv[2])
 new.mkdir(parents=True)
 remove_created_directories(new)

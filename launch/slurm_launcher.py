@@ -29,8 +29,8 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf
 from submitit.core.utils import UncompletedJobError
 
+from launch.sweep_checks import job_label
 from training.loop import StopRequest
-from training.sweep_checks import job_label
 
 log = logging.getLogger(__name__)
 # How often the sweep looks for finished jobs (submitit asks SLURM less often, as they age).
