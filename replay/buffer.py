@@ -197,7 +197,9 @@ class ReplayBuffer:
                 )
             indices, td_errors = indices[finite], td_errors[finite]
             norms = None if norms is None else norms[finite]
-        previous = self.statistics.last_abs_td_error[indices]
+        previous = None
+        if self._signal.reads_previous_td_errors:
+            previous = self.statistics.last_abs_td_error[indices]
         priorities = self._signal.priorities(
             SignalInputs(td_errors, previous, norms), self._priority_epsilon, self._td_error_clip
         )

@@ -73,11 +73,11 @@ def parameter_change_priorities(
 class SignalInputs(NamedTuple):
     """What a signal may read of a batch: the learner's raw δ (float (B,)), each transition's
     δ at its previous replay (NaN where never replayed before), and the learner's
-    per-transition parameter-change norms (`agents.per_sample`; None unless the signal reads
-    them)."""
+    per-transition parameter-change norms (`agents.per_sample`); each of the last two None
+    unless the signal reads it."""
 
     td_errors: np.ndarray
-    previous_td_errors: np.ndarray
+    previous_td_errors: np.ndarray | None = None
     parameter_change_norms: np.ndarray | None = None
 
 
@@ -86,6 +86,7 @@ class PrioritySignal:
     """`priorities(inputs, priority_epsilon, td_error_clip)`: a batch's raw priorities."""
 
     priorities: Callable[[SignalInputs, float, float], np.ndarray]
+    reads_previous_td_errors: bool = False  # a gather from the replay statistics
     reads_parameter_change_norms: bool = False  # a second backward pass per update
 
 
@@ -96,7 +97,8 @@ PRIORITY_SIGNALS: dict[str, PrioritySignal] = {
     "td_error_change": PrioritySignal(
         lambda x, epsilon, clip: td_error_change_priorities(
             x.td_errors, x.previous_td_errors, epsilon, clip
-        )
+        ),
+        reads_previous_td_errors=True,
     ),
     "parameter_change": PrioritySignal(
         lambda x, epsilon, clip: parameter_change_priorities(x.parameter_change_norms, epsilon),

@@ -130,12 +130,12 @@ def typed(
     value of another type (booleans are only true and false, not yes or 1) or one its rule
     refuses is a one-line ValueError showing the value as given."""
     names = [field.name for field in dataclasses.fields(schema) if field.name not in fixed]
-    section = schema.section or "the config"
+    section, types = schema.section or "the config", typing.get_type_hints(schema)
     for name, value in values.items():
         if name not in names:
             has = ", ".join(sorted(names))
             raise ValueError(f"{schema.key(name)} is not a setting; {section} has: {has}")
-        if typing.get_type_hints(schema)[name] is bool and not isinstance(value, bool):
+        if types[name] is bool and not isinstance(value, bool):
             raise refusal(schema.key(name), value, BOOLEAN.allowed)
     for name in names if complete else ():
         if name not in values:
