@@ -136,8 +136,12 @@ def run_piece(args, name: str) -> dict:
             run["figures"] = json.loads(path.read_text()) if path.exists() else None
     failed = [index for index, run in enumerate(runs) if run["status"]]
     if failed:
-        output = runs[failed[0]]["output"].strip().splitlines() or ["(no output)"]
-        raise SystemExit(f"error: piece {name} failed: {output[-1]}")
+        # The whole output: a failing run's last line is often the exit's noise, not the error.
+        print(runs[failed[0]]["output"], file=sys.stderr)
+        raise SystemExit(
+            f"error: piece {name} failed: run {failed[0]} exited with status "
+            f"{runs[failed[0]]['status']}, its output is above"
+        )
     return {
         "piece": name,
         "description": f"{count} runs of exact at once" if concurrent else CONFIGURATIONS[name][0],

@@ -22,7 +22,6 @@ in the act row. `--sync` adds `torch.cuda.synchronize()` around every timed call
 
 import argparse
 import contextlib
-import copy
 import dataclasses
 import gc
 import json
@@ -175,8 +174,9 @@ def scaled_test_us(training: Training, frames: int) -> float:
     """µs per training step of the periodic test at the config's cadence, from one test of
     `frames` frames: playing scales with the frames; making the env, the resets and the
     snapshots are paid once a test."""
-    cfg = copy.deepcopy(training.cfg)
-    full_frames, cfg.evaluation.frames = cfg.evaluation.frames, min(frames, cfg.evaluation.frames)
+    full_frames = training.cfg.evaluation.frames
+    evaluation = dataclasses.replace(training.cfg.evaluation, frames=min(frames, full_frames))
+    cfg = dataclasses.replace(training.cfg, evaluation=evaluation)
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
     if test.in_worker:
         return worker_test_us(test, training)
