@@ -181,13 +181,16 @@ def test_states_gathered_into_page_locked_memory_give_the_same_update():
     """A replay built for a CUDA learner gathers its states into page-locked memory, which
     the update copies to the device from where it is."""
     rng = np.random.default_rng(10)
-    storage = FrameStorage(64, 4, (84, 84))
-    storage.start_episode(rng.integers(0, 256, (84, 84), dtype=np.uint8))
-    for _ in range(63):
-        storage.add(int(rng.integers(6)), 0.0, False, rng.integers(0, 256, (84, 84), np.uint8))
     replay = ReplayBuffer(
-        storage, SAMPLERS["uniform"](64, rng), 32, td_error_clip=1.0, pin_memory=True
+        FrameStorage(64, 4, (84, 84)),
+        SAMPLERS["uniform"](64, rng),
+        32,
+        td_error_clip=1.0,
+        pin_memory=True,
     )
+    replay.start_episode(rng.integers(0, 256, (84, 84), dtype=np.uint8))
+    for _ in range(63):
+        replay.add(int(rng.integers(6)), 0.0, False, rng.integers(0, 256, (84, 84), np.uint8))
     locked, plain = make_agent(seed=10, device="cuda"), make_agent(seed=10, device="cuda")
     for _ in range(3):
         batch = replay.sample(1.0)
