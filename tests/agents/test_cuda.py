@@ -190,7 +190,7 @@ def test_states_gathered_into_page_locked_memory_give_the_same_update():
     )
     replay.start_episode(rng.integers(0, 256, (84, 84), dtype=np.uint8))
     for _ in range(63):
-        replay.add(int(rng.integers(6)), 0.0, False, rng.integers(0, 256, (84, 84), np.uint8))
+        replay.add(int(rng.integers(4)), 0.0, False, rng.integers(0, 256, (84, 84), np.uint8))
     locked, plain = make_agent(seed=10, device="cuda"), make_agent(seed=10, device="cuda")
     for _ in range(3):
         batch = replay.sample(1.0)
