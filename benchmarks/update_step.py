@@ -50,8 +50,13 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_intermixed_args()
 
 
-def check_options(options: list[str]) -> None:
-    for option in options:
+def check_args(args: argparse.Namespace) -> None:
+    """Quartiles need two rounds, a time per update one call, an option its value."""
+    if args.rounds < 2:
+        raise ValueError(f"--rounds {args.rounds}: allowed is 2 or more (for the quartiles)")
+    if args.calls < 1:
+        raise ValueError(f"--calls {args.calls}: allowed is 1 or more")
+    for option in args.option:
         if "=" not in option:
             raise ValueError(f"--option {option}: allowed is KEY=VALUE, an Inductor option")
 
@@ -177,7 +182,7 @@ def table(seconds: dict) -> str:
 
 def main() -> None:
     args = parse_args()
-    cfg, _ = configure(args.overrides, lambda cfg: check_options(args.option))
+    cfg, _ = configure(args.overrides, lambda cfg: check_args(args))
     loads = [os.getloadavg()]
     num_actions, frame_shape, arrays = random_play_batch(cfg, np.random.default_rng(cfg.seed))
     made = variants(cfg, args.option, num_actions, frame_shape)

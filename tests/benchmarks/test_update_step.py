@@ -1,9 +1,12 @@
 """benchmarks/update_step.py as a user runs it: the table has a row per variant (and so has
-the acting table with --acting), and a malformed --option is refused in one line."""
+the acting table with --acting), and a malformed --option, or too few rounds or calls for
+a figure, is refused in one line."""
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,9 +48,15 @@ def test_the_acting_table_has_a_row_per_variant() -> None:
     assert columns == ["after an update", "a second action", "actions alone"]
 
 
-def test_malformed_option_is_refused() -> None:
-    done = run("experiment=minatar_dqn", "--option=cpp_wrapper")
+@pytest.mark.parametrize(
+    "argument, error",
+    [
+        ("--option=cpp_wrapper", "--option cpp_wrapper: allowed is KEY=VALUE, an Inductor option"),
+        ("--rounds=1", "--rounds 1: allowed is 2 or more (for the quartiles)"),
+        ("--calls=0", "--calls 0: allowed is 1 or more"),
+    ],
+)
+def test_bad_argument_is_refused_before_any_update(argument: str, error: str) -> None:
+    done = run("experiment=minatar_dqn", argument)
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
-        "error: --option cpp_wrapper: allowed is KEY=VALUE, an Inductor option"
-    ]
+    assert done.stderr.strip().splitlines() == [f"error: {error}"]
