@@ -89,8 +89,9 @@ def measure(size: int, repeats: int, batches: int) -> dict[str, dict]:
         samplers[name] = build(name, size, seed=0)
         results[name] = {"fill s": time.perf_counter() - started, "runs": []}
     td_errors = np.random.default_rng(2).standard_normal((batches, BATCH_SIZE)) * 0.5
-    for sampler in samplers.values():
-        replay_steps(sampler, td_errors[: batches // 10], "batch")  # warm-up: compile, caches
+    for sampler in samplers.values():  # warm-up of both normalizations: kernels, caches
+        for normalization in ("batch", "buffer"):
+            replay_steps(sampler, td_errors[: batches // 10], normalization)
     for _ in range(repeats):
         for name, sampler in samplers.items():
             runs = [replay_steps(sampler, td_errors, norm) for norm in ("batch", "buffer")]
