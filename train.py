@@ -21,6 +21,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from agents.double_dqn import DoubleDQN
+from artifacts.command_line import say
 from artifacts.run_directory import RunDirectory
 from envs.frame_stack import FrameStack
 from envs.registry import build_env, environment_kind
@@ -97,7 +98,7 @@ def build(run: Run) -> Components:
 
 
 def _fail(error: Exception | str, status: int) -> NoReturn:
-    print(f"error: {error if isinstance(error, str) else error_line(error)}", file=sys.stderr)
+    say(f"error: {error if isinstance(error, str) else error_line(error)}")
     sys.exit(status)
 
 
@@ -143,10 +144,10 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
         remove_created_directories(run_dir)
         _fail(error, 2)
     if done:  # its checkpoint is sound, and resuming would only rewrite its results
-        print(f"run {run_dir} is finished: nothing to do", file=sys.stderr)
+        say(f"run {run_dir} is finished: nothing to do")
         return None
     for note in notes:
-        print(note, file=sys.stderr)
+        say(note)
     return cfg, run, checkpoints, checkpoint, record
 
 
@@ -178,10 +179,9 @@ def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: Checkpoi
     saved = checkpoints.latest_step()
     since = "" if saved == step else f" from its checkpoint at step {saved}"
     resume = f"resume{since} with: {resume_command(run_dir, HydraConfig.get())}"
-    print(
+    say(
         f"stopped by {signal.Signals(stopped_by).name} at step {step}; "
-        + (resume if saved is not None else "no checkpoint was written"),
-        file=sys.stderr,
+        + (resume if saved is not None else "no checkpoint was written")
     )
     # 0 after SIGTERM, so schedulers treat the preempted job as done and requeue it.
     sys.exit(130 if stopped_by == signal.SIGINT else 0)

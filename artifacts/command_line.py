@@ -3,7 +3,15 @@ output location and the memory the work needs are checked before any work starts
 
 import argparse
 import os
+import sys
 from pathlib import Path
+
+
+def say(line: str) -> None:
+    """`line` on stderr in one write: the jobs of a local sweep share their stderr, where a line
+    written in pieces (print's text, then its newline) interleaves with another job's."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
 
 
 class OneLineParser(argparse.ArgumentParser):
