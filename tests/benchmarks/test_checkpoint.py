@@ -2,11 +2,7 @@
 each with and without the checksums (which it patches into training.checkpoints), every
 figure printed, and nothing left in --dir."""
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_runs import run_benchmark
 
 LINES = [
     "filled 1000 transitions in ",
@@ -24,14 +20,7 @@ LINES = [
 
 
 def test_saves_and_resume_are_timed_and_their_files_removed(tmp_path) -> None:
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "checkpoint.py"),
-        "--capacity=1000",
-        "--more=100",
-        f"--dir={tmp_path}",
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_benchmark("checkpoint.py", "--capacity=1000", "--more=100", f"--dir={tmp_path}")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == len(LINES), done.stdout

@@ -2,21 +2,11 @@
 emulator alone, a ratio per round, and a figure for each operation of the lean env's
 processing (read from the lean env's own buffers)."""
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_runs import run_benchmark
 
 
 def test_every_env_round_and_operation_has_its_figure() -> None:
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "env_step.py"),
-        "--steps=10",
-        "--rounds=2",
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_benchmark("env_step.py", "--steps=10", "--rounds=2")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1] == "pong, 2 rounds x 10 steps, µs per step (4 frames)"

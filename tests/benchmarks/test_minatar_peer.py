@@ -2,15 +2,10 @@
 examples/dqn.py (the real one is not shipped with its package): the window opens at the
 warm-up's last update and the run stops at the window's end, with ε's decay set off."""
 
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from minatar_peer import peer_frames_per_second  # noqa: E402
+from minatar_peer import peer_frames_per_second
 
 STAND_IN = """
 FIRST_N_FRAMES = 100000

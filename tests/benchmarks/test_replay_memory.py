@@ -1,27 +1,14 @@
 """benchmarks/replay_memory.py as docs/benchmarks.md runs it, on a small memory: `--parts`
 prints a figure for every timed part of `sample+update` and for the rest."""
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from replay_memory import PARTS  # noqa: E402
+from benchmark_runs import run_benchmark
+from replay_memory import PARTS
 
 
 def test_parts_has_a_figure_per_part() -> None:
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "replay_memory.py"),
-        "--capacity=1000",
-        "--kinds",
-        "proportional",
-        "--steps=0",
-        "--parts",
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = run_benchmark(
+        "replay_memory.py", "--capacity=1000", "--kinds", "proportional", "--steps=0", "--parts"
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[2].split()[0] == "proportional"

@@ -2,21 +2,15 @@
 configured network and the trivial one) finish, and every timed component has its figure."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from throughput import COMPONENTS  # noqa: E402
+from benchmark_runs import run_benchmark
+from throughput import COMPONENTS
 
 
 def test_both_passes_give_every_components_figure(tmp_path) -> None:
     figures = tmp_path / "figures.json"
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "throughput.py"),
+    done = run_benchmark(
+        "throughput.py",
         "replay=proportional",
         "agent.device=cpu",
         "replay.capacity=3000",
@@ -24,8 +18,7 @@ def test_both_passes_give_every_components_figure(tmp_path) -> None:
         "--steps=20",
         "--eval-frames=400",
         f"--json={figures}",
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    )
     assert done.returncode == 0, done.stderr
     passes = json.loads(figures.read_text())["passes"]
     assert list(passes) == ["nature", "trivial network"]

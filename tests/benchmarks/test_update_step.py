@@ -3,17 +3,13 @@ the acting table with --acting), and a malformed --option, or too few rounds or 
 a figure, is refused in one line."""
 
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
+from benchmark_runs import run_benchmark
 
 
 def run(*arguments: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(ROOT / "benchmarks" / "update_step.py"), *arguments]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return run_benchmark("update_step.py", *arguments)
 
 
 def test_one_row_per_variant() -> None:
