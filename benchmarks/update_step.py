@@ -31,6 +31,8 @@ from throughput import (
     markdown,
     overrides_parser,
 )
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
 
 from agents.compilation import CompiledUpdate
 from agents.double_dqn import DoubleDQN
@@ -44,6 +46,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
     parser.add_argument("--profile", action="store_true", help="operators' times per variant")
     parser.add_argument("--acting", action="store_true", help="an action after an update")
+    parser.add_argument("--flops", action="store_true", help="the update's rate of operations")
     parser.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
     )
@@ -161,6 +164,88 @@ def acting_table(made: dict, inputs: tuple, state: np.ndarray, args) -> str:
     return markdown(["variant, µs per action", *columns], body)
 
 
+# The operators FlopCounterMode counts in an update: its matrix products and convolutions.
+PRODUCTS = {
+    torch.ops.aten.mm.default,
+    torch.ops.aten.addmm.default,
+    torch.ops.aten.bmm.default,
+    torch.ops.aten.convolution.default,
+    torch.ops.aten.convolution_backward.default,
+}
+
+
+class ProductRecorder(TorchDispatchMode):
+    """Keeps every product an update calls, with copies of its operands, to call again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in PRODUCTS:
+            copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+            self.calls.append((func, copies, kwargs))
+        return func(*args, **kwargs)
+
+
+def products_alone(calls: list, rounds: int, repeats: int) -> float:
+    """µs of an update's recorded products called back to back with nothing between them
+    (the median over `rounds` of `repeats` updates' worth): the least time they take."""
+    for _ in range(repeats):
+        for func, args, kwargs in calls:
+            func(*args, **kwargs)
+    seconds = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            for func, args, kwargs in calls:
+                func(*args, **kwargs)
+        seconds.append((time.perf_counter() - start) / repeats)
+    return statistics.median(seconds) * 1e6
+
+
+# A product this large runs at the core's practical peak, whatever the caches hold.
+REFERENCE_PRODUCT_SIZE = 1024
+
+
+def matrix_product_rate(calls: int = 20) -> float:
+    """FLOP/s of a REFERENCE_PRODUCT_SIZE² float32 matrix product on this process's threads
+    (the median of `calls`)."""
+    size = REFERENCE_PRODUCT_SIZE
+    left, right = torch.randn(size, size), torch.randn(size, size)
+    out = torch.empty(size, size)
+    torch.mm(left, right, out=out)
+    seconds = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        torch.mm(left, right, out=out)
+        seconds.append(time.perf_counter() - start)
+    return 2 * size**3 / statistics.median(seconds)
+
+
+def flops_report(step, inputs: tuple, seconds: dict, args) -> str:
+    """One update's products (counted and recorded on one more call of `step`, the eager
+    update), their time alone, and each variant's rate of them at its median time."""
+    recorder = ProductRecorder()
+    with FlopCounterMode(display=False) as counter, recorder:
+        step(*inputs)
+    flops = counter.get_total_flops()
+    alone = products_alone(recorder.calls, args.rounds, args.calls)
+    reference = matrix_product_rate()
+    body = []
+    for name, times in seconds.items():
+        median = statistics.median(times)
+        rate = flops / (median * 1e-6)
+        body.append([name, f"{rate / 1e9:.1f}", f"{rate / reference:.0%}", f"{alone / median:.0%}"])
+    head = ["variant", "GFLOP/s", f"of a {REFERENCE_PRODUCT_SIZE}² product's", "products alone"]
+    return (
+        f"matrix products and convolutions: {flops / 1e6:.1f} MFLOP per update, {alone:,.0f} µs "
+        f"called alone ({flops / alone / 1e3:.1f} GFLOP/s); a {REFERENCE_PRODUCT_SIZE}² float32 "
+        f"product: {reference / 1e9:.1f} GFLOP/s\n\n" + markdown(head, body)
+    )
+
+
 def table(seconds: dict) -> str:
     body = []
     for name, times in seconds.items():
@@ -202,6 +287,8 @@ def main() -> None:
         print("\n" + profiles(made, inputs, args.calls))
     if args.acting:
         print("\n" + acting_table(made, inputs, arrays[0][0], args))
+    if args.flops:
+        print("\n" + flops_report(made["eager"][0], inputs, seconds, args))
 
 
 if __name__ == "__main__":

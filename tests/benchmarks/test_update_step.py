@@ -1,6 +1,7 @@
-"""benchmarks/update_step.py as a user runs it: the table has a row per variant (and so has
-the acting table with --acting), and a malformed --option, or too few rounds or calls for
-a figure, is refused in one line."""
+"""benchmarks/update_step.py as a user runs it: the table has a row per variant (and so have
+the acting table with --acting and the rates with --flops, whose count is the network's by
+hand), and a malformed --option, or too few rounds or calls for a figure, is refused in one
+line."""
 
 import subprocess
 
@@ -42,6 +43,23 @@ def test_the_acting_table_has_a_row_per_variant() -> None:
     ]
     columns = [column.strip() for column in acting[0].split("|")[2:5]]
     assert columns == ["after an update", "a second action", "actions alone"]
+
+
+def test_flops_counts_the_minatar_update_by_hand() -> None:
+    """MinAtar Breakout, batch 32, DQN targets: a forward pass is the 3x3 convolution as a
+    product (32·64 patches of 36 values times 16 filters), the hidden layer (1024 -> 128) and
+    the output (128 -> 6), 2·32·(64·36·16 + 1024·128 + 128·6) = 10,797,056 FLOP; the update
+    runs two (online on S, target on S') and, backward, each layer's weight gradient and the
+    two linear layers' input gradients: 21,594,112 + 10,797,056 + 2·32·(1024·128 + 128·6)
+    = 40,828,928."""
+    done = run(
+        "experiment=minatar_dqn", "threads=1", "--rounds=2", "--calls=1", "--warmup=1", "--flops"
+    )
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("\n\n")
+    assert section[-2].startswith("matrix products and convolutions: 40.8 MFLOP per update, ")
+    rows = [line.split("|")[1].strip() for line in section[-1].strip().splitlines()]
+    assert rows == ["variant", "---", "eager", "compiled"]
 
 
 @pytest.mark.parametrize(
