@@ -46,8 +46,9 @@ CHECKPOINTS = (500_000, 1_000_000)  # and the runs' budget (`report_frames`)
 REFERENCE_FRAMES = (1_000_000, 5_000_000)  # MinAtar's published DQN: a star, a dashed line
 TABLE_HEADER = (
     "| game | variant | seeds | last 100 | running average | published DQN at 1M | "
-    "Δ last 100 vs uniform [95 % CI] | Δ running average vs uniform [95 % CI] | code |\n"
-    "|---|---|---|---|---|---|---|---|---|"
+    "Δ last 100 vs uniform [95 % CI] | Δ running average vs uniform [95 % CI] | "
+    "periodic test | Δ periodic test vs uniform [95 % CI] | code |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -61,6 +62,12 @@ def _epsilon_end(info: RunDirectory) -> str:
         info.setting("train", k) for k in ("learning_start_steps", "epsilon_decay_steps")
     )
     return "?" if None in (start, decay) else count_name((start + decay) * info.frame_skip)
+
+
+def _test_frames(info: RunDirectory, key: str) -> str:
+    """The periodic test's `evaluation.<key>` frame count, ? where the config has none."""
+    count = info.setting("evaluation", key)
+    return "?" if count is None else count_name(count)
 
 
 def protocol(variants: Sequence[VariantRuns]) -> str:
@@ -77,7 +84,11 @@ def protocol(variants: Sequence[VariantRuns]) -> str:
         f"after {values(_epsilon_end)} frames; sticky actions "
         f"{values(lambda i: i.setting('env', 'repeat_action_probability'))}; "
         f"{values(lambda i: count_name(i.total_frames))} frames per run, one agent step per "
-        "frame. That is what MinAtar's published learning curves show; no separate test."
+        "frame. That is what MinAtar's published learning curves show. Beside it, the runs' "
+        f"periodic test: every {values(lambda i: _test_frames(i, 'every_frames'))} frames, "
+        f"{values(lambda i: _test_frames(i, 'frames'))} frames of ε-greedy play with ε "
+        f"{values(lambda i: i.setting('evaluation', 'epsilon'))}, its score the mean return of "
+        "the test's episodes."
     )
 
 
@@ -105,6 +116,8 @@ def cell_row(cell: Cell) -> str:
             _published_cell(variant.game),
             _difference_cell(cell.last_versus_uniform),
             _difference_cell(cell.running_versus_uniform),
+            format_mean_error(*cell.test),
+            _difference_cell(cell.test_versus_uniform),
             variant.code,
         ]
     )
@@ -168,6 +181,10 @@ def explanation() -> list[str]:
         f"average*: MinAtar's own (examples/dqn.py), avg ← {1 - rate:g}·avg + {rate:g}·G over "
         "every episode up to then, from avg = 0: it lags by about 100 episodes. Both are mean ± "
         "standard error over seeds (sample standard deviation / √n; – with one seed).",
+        "",
+        "*periodic test*: per seed, the score of its latest periodic test at or before the "
+        "frame count; mean ± standard error over the seeds tested by then. The tests play "
+        "greedily but for their ε, and with the same sticky actions; their Δ is as below.",
         "",
         "*seeds*: the runs that trained that far, of the variant's runs. A run counts if its "
         "last episode ended at or beyond the frame count, or it logged a periodic test there or "

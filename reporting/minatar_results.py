@@ -37,12 +37,15 @@ GRID_POINTS = 200  # of the figures' mean over seeds
 
 @dataclass(frozen=True)
 class SeedRun:
-    """One exported run: its episodes (`seed_statistics` conventions) and how far it trained."""
+    """One exported run: its episodes (`seed_statistics` conventions), its periodic tests
+    (the frames of each and its mean score) and how far it trained."""
 
     info: RunDirectory
     frames: np.ndarray
     returns: np.ndarray
     trained_frames: int
+    test_frames: np.ndarray
+    test_scores: np.ndarray
 
     @functools.cached_property
     def last_average(self) -> np.ndarray:
@@ -82,13 +85,15 @@ class VariantRuns:
         uniform variant."""
         return None if self.kind == UNIFORM else variant_name(UNIFORM, self.target_rule)
 
-    def at(self, frames: int) -> tuple[np.ndarray, np.ndarray]:
-        """(last-100 averages, running averages) at `frames`, one per run that trained that far
-        (and had ended an episode by then)."""
+    def at(self, frames: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(last-100 averages, running averages, periodic test scores) at `frames`: the first
+        two one per run that trained that far (and had ended an episode by then), the last one
+        per such run that had been tested by then (its latest test)."""
         reached = [r for r in self.runs if r.trained_frames >= frames and r.frames[0] <= frames]
         last = [seed_statistics.value_at(r.frames, r.last_average, frames) for r in reached]
         running = [seed_statistics.value_at(r.frames, r.running_average, frames) for r in reached]
-        return np.array(last), np.array(running)
+        tests = [seed_statistics.value_at(r.test_frames, r.test_scores, frames) for r in reached]
+        return np.array(last), np.array(running), np.array([s for s in tests if s == s])
 
 
 def seed_run(run: ExportedRun, source: Callable = lambda info: info.path) -> SeedRun | str:
@@ -98,9 +103,10 @@ def seed_run(run: ExportedRun, source: Callable = lambda info: info.path) -> See
     if not run.returns.size:
         return f"{source(run.info)}: no training episode, left out"
     frames = run.returns.frames
-    tested = run.tests.frames if run.tests is not None else []
-    trained = max([int(frames[-1]), *(int(f) for f in tested)])
-    return SeedRun(run.info, frames, run.returns.values, trained)
+    tests = run.tests
+    test_frames, test_scores = (tests.frames, tests.values) if tests else (np.zeros(0),) * 2
+    trained = max([int(frames[-1]), *(int(f) for f in test_frames)])
+    return SeedRun(run.info, frames, run.returns.values, trained, test_frames, test_scores)
 
 
 def variant_key(variant: VariantRuns) -> tuple:
@@ -142,17 +148,20 @@ def read_variants(
 @dataclass(frozen=True)
 class Cell:
     """One game and variant at one frame count: mean and standard error over the seeds that
-    trained that far of the last-100 average and of the running average, and (prioritized
-    variants with a baseline there) the difference to the baseline with its 95 % Welch
-    interval, `seed_statistics.welch_interval`'s triple; NaN where undefined."""
+    trained that far of the last-100 average, of the running average and of the latest
+    periodic test's score, and (prioritized variants with a baseline there) each one's
+    difference to the baseline with its 95 % Welch interval, `seed_statistics.welch_interval`'s
+    triple; NaN where undefined."""
 
     variant: VariantRuns
     frames: int
     seeds: int
     last: tuple[float, float]
     running: tuple[float, float]
+    test: tuple[float, float]
     last_versus_uniform: tuple[float, float, float] | None
     running_versus_uniform: tuple[float, float, float] | None
+    test_versus_uniform: tuple[float, float, float] | None
 
 
 def cells_at(variants: Sequence[VariantRuns], frames: int) -> list[Cell]:
@@ -160,26 +169,18 @@ def cells_at(variants: Sequence[VariantRuns], frames: int) -> list[Cell]:
     values = {(v.game, v.name): v.at(frames) for v in variants}
     cells = []
     for variant in variants:
-        last, running = values[variant.game, variant.name]
-        if last.size == 0:
+        measures = values[variant.game, variant.name]
+        if measures[0].size == 0:
             continue
         baseline = values.get((variant.game, variant.baseline))
-        versus = [None, None]
+        versus = [None] * len(measures)
         if baseline is not None and baseline[0].size:
             versus = [
                 seed_statistics.welch_interval(ours, theirs)
-                for ours, theirs in zip((last, running), baseline, strict=True)
+                for ours, theirs in zip(measures, baseline, strict=True)
             ]
-        cells.append(
-            Cell(
-                variant,
-                frames,
-                last.size,
-                seed_statistics.mean_and_standard_error(last),
-                seed_statistics.mean_and_standard_error(running),
-                *versus,
-            )
-        )
+        last, running, test = map(seed_statistics.mean_and_standard_error, measures)
+        cells.append(Cell(variant, frames, measures[0].size, last, running, test, *versus))
     return cells
 
 

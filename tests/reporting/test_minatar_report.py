@@ -14,6 +14,7 @@ from reporting.minatar_results import cells_at, published_dqn, read_variants
 # Episode k (1..200) of a run ends at frame 5000 k − 100: episodes 1..100 by 0.5M frames, the
 # last one (999,900) short of 1M. Each run returns A in its first 100 episodes and B after.
 # A finished run logged a periodic test at 1M frames, which tells that it trained that far.
+# Every run's periodic tests score A at 0.5M frames and B at 1M.
 Q = 0.99**100  # running average after 100 episodes of G from 0: G (1 − Q)
 RUNS = {  # (game, target rule, replay kind, priority signal): {seed: (A, B, episodes)}
     ("breakout", "dqn", "uniform", "td_error"): {0: (1, 10, 200), 1: (2, 12, 200), 2: (3, 14, 200)},
@@ -37,7 +38,7 @@ def write_csv(path: Path, header: str, rows) -> None:
     path.write_text("\n".join([header, *(",".join(map(str, row)) for row in rows)]) + "\n")
 
 
-def write_export(run_dir: Path, config: dict, returns, test_frames) -> None:
+def write_export(run_dir: Path, config: dict, returns, test_frames, test_scores=None) -> None:
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
     frames = [5000 * k - 100 for k in range(1, len(returns) + 1)]
@@ -49,7 +50,10 @@ def write_export(run_dir: Path, config: dict, returns, test_frames) -> None:
     write_csv(
         run_dir / "evaluations.csv",
         "step,frames,episodes,mean_score,normalized_score,episode_scores",
-        [(f, f, 1, 0, "", 0) for f in test_frames],
+        [
+            (f, f, 1, score, "", score)
+            for f, score in zip(test_frames, test_scores or [0] * len(test_frames), strict=True)
+        ],
     )
 
 
@@ -65,6 +69,7 @@ def minatar_config(game, target_rule, kind, signal, seed) -> dict:
             "epsilon_decay_steps": 100_000,
             "epsilon_final": 0.1,
         },
+        "evaluation": {"every_frames": 500_000, "frames": 10_000, "epsilon": 0.01},
     }
 
 
@@ -77,7 +82,7 @@ def results(tmp_path) -> Path:
             returns = ([first] * 100 + [later] * 100)[:episodes]
             tests = [500_000, 1_000_000] if episodes == 200 else [500_000]
             name = f"minatar/{game}/{target_rule}-{kind}-{signal}/seed{seed}_1M"
-            write_export(root / name, config, returns, tests)
+            write_export(root / name, config, returns, tests, [first, later][: len(tests)])
     # An Atari export and a MinAtar run that is no export: not in the report.
     atari = minatar_config("breakout", "double_dqn", "uniform", "td_error", 0)
     atari["env"] = {"kind": "atari", "game": "breakout", "frame_skip": 4}
@@ -114,6 +119,11 @@ def test_cells_hold_the_statistics_over_the_seeds_that_trained_that_far(results)
     assert (difference, low, high) == pytest.approx(
         (-7.0, -11.155399503182505, -2.8446004968174945)
     )
+    # The periodic test at 1M: B, as the last 100; seed 2 of Freeway was not tested there.
+    assert uniform.test == uniform.last
+    prioritized = at_1m["breakout", "dqn-proportional-huber_loss"]
+    assert prioritized.test_versus_uniform == prioritized.last_versus_uniform
+    assert at_1m["freeway", "dqn-uniform"].test == pytest.approx((21.0, 1.0))
     single = at_1m["breakout", "dqn-rank_based"]
     assert (
         single.seeds == 1 and np.isnan(single.last[1]) and np.isnan(single.last_versus_uniform[1])
@@ -127,13 +137,18 @@ def test_report_tables_figures_and_verdicts(results, tmp_path):
     text = main(["minatar", str(results), "--out", str(out)]).read_text()
     assert "Runs: 11 in 5 game × variant groups; games: 3." in text
     assert "ε-greedy with ε 0.1 after 105k frames; sticky actions 0.1; 1M frames per run" in text
+    assert "periodic test: every 500k frames, 10k frames of ε-greedy play with ε 0.01" in text
     half, full = text.split("## At 500k frames")[1].split("## At 1M frames")
     # 0.5M: last 100 = A: 1, 2, 3 → 2.0 ± 1/√3; running A (1 − Q) → 1.3 ± 0.4. Prioritized
     # A = 2, 3, 4: +1 with ν = 4, t = 2.776, standard error √(2/3): [−1.3, 3.3].
-    assert "| Breakout | dqn-uniform | 3 of 3 | 2.0 ± 0.6 | 1.3 ± 0.4 | 9.0 | – | – |" in half
+    # The periodic test at 0.5M scores A: the last 100's figures.
+    assert (
+        "| Breakout | dqn-uniform | 3 of 3 | 2.0 ± 0.6 | 1.3 ± 0.4 | 9.0 | – | – | 2.0 ± 0.6 | – |"
+        in half
+    )
     assert (
         "| Breakout | dqn-proportional-huber_loss | 3 of 3 | 3.0 ± 0.6 | 1.9 ± 0.4 | 9.0 | "
-        "1.0 [-1.3, 3.3] | 0.6 [-0.8, 2.1] |" in half
+        "1.0 [-1.3, 3.3] | 0.6 [-0.8, 2.1] | 3.0 ± 0.6 | 1.0 [-1.3, 3.3] |" in half
     )
     assert "No interval lies entirely below or above zero" in half
     # 1M: uniform running (1 − Q)(B + Q A) = 8.07 ± 0.87; prioritized 5.0 ± 0.6 and
