@@ -7,8 +7,9 @@ Reads only the MinAtar runs that `python -m reporting export` wrote below RESULT
 far a run trained) and writes into OUT one minatar_<game>.png per game (each variant's
 last-100-episode training return against frames, mean ± standard error over seeds, each seed
 thin, MinAtar's published DQN marked) and report.md: per game and variant at 0.5M and 1M
-frames (and the runs' budget), the training return over seeds, each prioritized variant's
-difference to uniform with a 95 % Welch interval, and the commits that made its runs. Runs may
+frames (and the runs' budget), the training return and the periodic test's score over seeds,
+each prioritized variant's difference to uniform with a 95 % Welch interval, and the commits
+that made its runs. Runs may
 be unfinished: a run counts where it has trained. A variant whose runs differ in more than
 their seed (a sweep over α) is one row per setting (`results.Setting`); where they vary one
 number, minatar_<game>_<key>.png shows the return against it. The sweep report
