@@ -238,7 +238,7 @@ def flops_report(step, inputs: tuple, seconds: dict, args) -> str:
         median = statistics.median(times)
         rate = flops / (median * 1e-6)
         body.append([name, f"{rate / 1e9:.1f}", f"{rate / reference:.0%}", f"{alone / median:.0%}"])
-    head = ["variant", "GFLOP/s", f"of a {REFERENCE_PRODUCT_SIZE}² product's", "products alone"]
+    head = ["variant", "GFLOP/s", f"of a {REFERENCE_PRODUCT_SIZE}² product's", "its products alone"]
     return (
         f"matrix products and convolutions: {flops / 1e6:.1f} MFLOP per update, {alone:,.0f} µs "
         f"called alone ({flops / alone / 1e3:.1f} GFLOP/s); a {REFERENCE_PRODUCT_SIZE}² float32 "
