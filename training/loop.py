@@ -146,9 +146,9 @@ class Training:
     def _finish(self) -> None:
         """The run's hyperparameters with results, and the last step's agent as a snapshot,
         once every test is recorded; a stop request during that wait leaves the tests pending
-        in the last checkpoint, and the resumed run finishes. The snapshot comes last: it
-        marks the run finished (a resume then changes nothing), so a run killed before it has
-        written everything else."""
+        in the last checkpoint, and the resumed run finishes. The snapshot marks the run
+        finished (a resume then changes nothing), so a run killed before it has written
+        everything else. Then only the last checkpoint stays (`keep_latest_only`)."""
         if not self.periodic_test.complete(self.progress.writer):
             return
         self._settle_learning()
@@ -160,6 +160,7 @@ class Training:
             step=self.step,
             frames=self.step * self.cfg.env.frame_skip,
         )
+        self.checkpoints.keep_latest_only()
 
     def _act_and_store(self) -> None:
         parts, t = self.parts, self.cfg.train

@@ -1,5 +1,5 @@
-"""CheckpointStore: exact round trips, keep-K rotation, incremental frame copies, failed writes
-and unreadable files."""
+"""CheckpointStore: exact round trips, keep-K rotation, a finished run's one checkpoint,
+incremental frame copies, failed writes and unreadable files."""
 
 import errno
 import json
@@ -105,6 +105,33 @@ def test_keeps_the_newest_k_each_with_its_own_frame_copy(tmp_path, keep):
     payload, frames = loaded(tmp_path)
     assert payload["step"] == 5
     np.testing.assert_array_equal(frames, ring.frames)
+
+
+@pytest.mark.parametrize("reopened", [False, True])
+def test_a_finished_run_keeps_its_newest_checkpoint_alone_and_can_go_on(tmp_path, reopened):
+    """Checkpoints 1-5 with keep 2 leave 4 (copy 1) and 5 (copy 0); keeping the latest only
+    leaves 5 and its copy. A later save, by the same store or a new process's, goes to the
+    free copy in full, and both checkpoints then load exactly."""
+    store, ring = CheckpointStore(tmp_path, keep=2), Ring()
+    for step in range(1, 6):
+        ring.write(3, first_value=10 * step)
+        store.save(step, state(step), ring.frames, ring.written)
+    store.keep_latest_only()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "frames-0.bin",
+        "frames-0.json",
+        "state-000000000005-frames0.pt",
+    ]
+    payload, frames = loaded(tmp_path)
+    assert payload["step"] == 5
+    np.testing.assert_array_equal(frames, ring.frames)
+    before = ring.frames.copy()
+    ring.write(4, first_value=100)
+    store = CheckpointStore(tmp_path, keep=2) if reopened else store
+    assert store.save(6, state(6), ring.frames, ring.written).name.endswith("frames1.pt")
+    np.testing.assert_array_equal(frame_copy(tmp_path, 1), ring.frames)
+    np.testing.assert_array_equal(frame_copy(tmp_path, 0), before)
+    assert loaded(tmp_path)[0]["step"] == 6
 
 
 def test_incremental_sync_writes_only_the_slots_written_since(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """The loop's rules on hand-built cases: ε before and after learning starts, α annealing,
 what a lost life does to the stored episode and the acting state under each
-`train.life_loss` rule, and the order in which a run writes its last files."""
+`train.life_loss` rule, the order in which a run writes its last files, and the one
+checkpoint a finished run keeps."""
 
 from pathlib import Path
 from types import SimpleNamespace
@@ -183,3 +184,20 @@ def test_the_final_snapshot_which_marks_a_run_finished_is_written_last(tmp_path,
     training.progress.hyperparameters(training.cfg, float("nan"))
     training.progress.close()
     assert len(list((run.tensorboard / "hparams").glob("events.out.tfevents.*"))) == 1
+
+
+def test_a_finished_run_keeps_only_its_last_checkpoint(tmp_path):
+    training = scripted_training(
+        tmp_path,
+        "train.total_steps=40",
+        "train.learning_start_steps=32",
+        "checkpoint.every_steps=15",
+        "evaluation.every_frames=1000000",
+    )
+    training.run()  # checkpoints at steps 15 (copy 0), 30 (copy 1) and 40 (copy 0 again)
+    assert RunDirectory(tmp_path).final_snapshot.is_file()
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == [
+        "frames-0.bin",
+        "frames-0.json",
+        "state-000000000040-frames0.pt",
+    ]
