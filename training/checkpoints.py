@@ -54,6 +54,7 @@ from training.settings import CheckpointSettings
 CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames one CRC-32 covers, in whole slots (`_chunk_slots`)
 CHECKPOINT = Header("per-atari-checkpoint", 1, "checkpoint")
 STATE_FILE = re.compile(r"state-(\d{12})-frames(\d+)\.pt")
+FRAMES_FILE = re.compile(r"frames-(\d+)\.bin")
 
 
 class CheckpointError(RuntimeError):
@@ -159,7 +160,8 @@ class CheckpointStore:
         for path in files[:-1]:
             path.unlink()
         fsync_directory(self.directory)
-        copies = {int(p.stem.split("-")[1]) for p in self.directory.glob("frames-*.bin")}
+        names = (FRAMES_FILE.fullmatch(p.name) for p in self.directory.iterdir())
+        copies = {int(name.group(1)) for name in names if name}
         for copy in sorted(copies - {kept}):
             self._sidecar_path(copy).unlink(missing_ok=True)
             self._frames_path(copy).unlink()

@@ -110,16 +110,19 @@ def test_keeps_the_newest_k_each_with_its_own_frame_copy(tmp_path, keep):
 @pytest.mark.parametrize("reopened", [False, True])
 def test_a_finished_run_keeps_its_newest_checkpoint_alone_and_can_go_on(tmp_path, reopened):
     """Checkpoints 1-5 with keep 2 leave 4 (copy 1) and 5 (copy 0); keeping the latest only
-    leaves 5 and its copy. A later save, by the same store or a new process's, goes to the
-    free copy in full, and both checkpoints then load exactly."""
+    leaves 5 and its copy, and a file that is no checkpoint's alone. A later save, by the same
+    store or a new process's, goes to the free copy in full, and both checkpoints then load
+    exactly."""
     store, ring = CheckpointStore(tmp_path, keep=2), Ring()
     for step in range(1, 6):
         ring.write(3, first_value=10 * step)
         store.save(step, state(step), ring.frames, ring.written)
+    (tmp_path / "frames-of-a-user.bin").write_bytes(b"kept")
     store.keep_latest_only()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "frames-0.bin",
         "frames-0.json",
+        "frames-of-a-user.bin",
         "state-000000000005-frames0.pt",
     ]
     payload, frames = loaded(tmp_path)
