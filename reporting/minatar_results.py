@@ -92,8 +92,10 @@ class VariantRuns:
         reached = [r for r in self.runs if r.trained_frames >= frames and r.frames[0] <= frames]
         last = [seed_statistics.value_at(r.frames, r.last_average, frames) for r in reached]
         running = [seed_statistics.value_at(r.frames, r.running_average, frames) for r in reached]
-        tests = [seed_statistics.value_at(r.test_frames, r.test_scores, frames) for r in reached]
-        return np.array(last), np.array(running), np.array([s for s in tests if s == s])
+        tests = np.array(
+            [seed_statistics.value_at(r.test_frames, r.test_scores, frames) for r in reached]
+        )
+        return np.array(last), np.array(running), tests[~np.isnan(tests)]
 
 
 def seed_run(run: ExportedRun, source: Callable = lambda info: info.path) -> SeedRun | str:
@@ -104,7 +106,7 @@ def seed_run(run: ExportedRun, source: Callable = lambda info: info.path) -> See
         return f"{source(run.info)}: no training episode, left out"
     frames = run.returns.frames
     tests = run.tests
-    test_frames, test_scores = (tests.frames, tests.values) if tests else (np.zeros(0),) * 2
+    test_frames, test_scores = (np.zeros(0),) * 2 if tests is None else (tests.frames, tests.values)
     trained = max([int(frames[-1]), *(int(f) for f in test_frames)])
     return SeedRun(run.info, frames, run.returns.values, trained, test_frames, test_scores)
 
