@@ -192,17 +192,16 @@ class ProductRecorder(TorchDispatchMode):
 def products_alone(calls: list, rounds: int, repeats: int) -> float:
     """µs of an update's recorded products called back to back with nothing between them
     (the median over `rounds` of `repeats` updates' worth): the least time they take."""
-    for _ in range(repeats):
-        for func, args, kwargs in calls:
-            func(*args, **kwargs)
-    seconds = []
-    for _ in range(rounds):
+
+    def updates_worth() -> float:
         start = time.perf_counter()
         for _ in range(repeats):
             for func, args, kwargs in calls:
                 func(*args, **kwargs)
-        seconds.append((time.perf_counter() - start) / repeats)
-    return statistics.median(seconds) * 1e6
+        return (time.perf_counter() - start) / repeats
+
+    updates_worth()  # warm-up
+    return statistics.median(updates_worth() for _ in range(rounds)) * 1e6
 
 
 # A product this large runs at the core's practical peak, whatever the caches hold.
