@@ -267,7 +267,8 @@ def plot_game(
     colours = variant_colours([(name, v.kind) for name, v in zip(names, variants, strict=True)])
     for name, variant, band in zip(names, variants, bands, strict=True):
         if band is not None:
-            legend = f"{name} frames ({len(variant.runs)} runs)"
+            count = len(variant.runs)
+            legend = f"{name} frames ({count} run{'s' if count != 1 else ''})"
             _draw_band(axes, band, colours[name], legend, marker=".")
     for agent, band in dopamine.items():
         # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
