@@ -26,6 +26,15 @@ def markdown_row(cells) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def report_end(figures, provenances, notes) -> str:
+    """The end of every report, after its `## Figures` heading: the figures' images, the code
+    that made the runs (`code_section`), the runs left out and why; ends with a newline."""
+    lines = [*[f"![{name}]({name})" for name in figures], "", *code_section(provenances)]
+    if notes:
+        lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]
+    return "\n".join(lines) + "\n"
+
+
 def code_section(provenances) -> list[str]:
     """A report's `## Code` section: each distinct code and set of library versions among the
     runs' `artifacts.provenance.Provenance`, with how many runs it made."""

@@ -23,11 +23,11 @@ from pathlib import Path
 
 from artifacts.run_directory import RunDirectory
 from reporting.markdown import (
-    code_section,
     format_interval,
     format_mean_error,
     format_score,
     markdown_row,
+    report_end,
 )
 from reporting.minatar_figures import plot_against_key, plot_minatar, swept_lines
 from reporting.minatar_results import (
@@ -252,13 +252,9 @@ def markdown(
         "at the largest frame count of the tables, mean ± standard error over seeds, against "
         "it; dashed: the uniform variant's mean.",
         "",
-        *[f"![{name}]({name})" for name in figures],
-        "",
-        *code_section(run.info.provenance for variant in variants for run in variant.runs),
     ]
-    if notes:
-        lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    provenances = (run.info.provenance for variant in variants for run in variant.runs)
+    return "\n".join([*lines, report_end(figures, provenances, notes)])
 
 
 def curve_figures(variants: Sequence[VariantRuns], out: Path) -> list[str]:

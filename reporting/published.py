@@ -34,7 +34,7 @@ from reporting.dopamine import (
     iteration_means,
 )
 from reporting.evaluation_table import evaluation_section
-from reporting.markdown import code_section, format_percent, format_score, markdown_row
+from reporting.markdown import format_percent, format_score, markdown_row, report_end
 from reporting.plots import DOPAMINE_COLOURS, label, variant_colours
 from reporting.results import (
     ATARI_FAMILY,
@@ -236,13 +236,9 @@ def markdown(
         "",
         "## Figures",
         "",
-        *[f"![{name}]({name})" for name in figures],
-        "",
-        *code_section(run.info.provenance for variant in variants for run in variant.runs),
     ]
-    if notes:
-        lines += ["", "## Left out", "", *[f"- {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    provenances = (run.info.provenance for variant in variants for run in variant.runs)
+    return "\n".join([*lines, report_end(figures, provenances, notes)])
 
 
 def _draw_band(axes, band: Band, colour: str, legend: str, **line) -> None:

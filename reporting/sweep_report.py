@@ -18,7 +18,7 @@ from artifacts.provenance import code_of
 from envs.games import resolve_game
 from evaluation.scores import reference_scores
 from reporting import curves, export
-from reporting.markdown import code_section, format_percent, format_score, markdown_row
+from reporting.markdown import format_percent, format_score, markdown_row, report_end
 from reporting.plots import label, variant_colours
 from reporting.results import ExportedRun, Series, Setting, by_setting, kind_key
 
@@ -209,13 +209,8 @@ def markdown(report: Report, shown_as: str, figures: Sequence[str]) -> str:
         "",
         "## Figures",
         "",
-        *[f"![{name}]({name})" for name in figures],
-        "",
-        *code_section(report.provenances),
     ]
-    if report.notes:
-        lines += ["", "## Left out", "", *[f"- {note}" for note in report.notes]]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, report_end(figures, report.provenances, report.notes)])
 
 
 def plot_learning_curves(groups: Sequence[Group], bins: int, ylabel: str, path: Path) -> None:
