@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
@@ -242,6 +243,16 @@ def test_another_run_under_the_same_name_is_refused(multirun, tmp_path, capsys):
     error = refusal(["export", str(multirun), "--out", str(results)], capsys)
     assert "another config" in error
     assert not (results / "alien").exists()
+
+
+def test_the_same_settings_in_another_order_are_the_same_config(multirun, tmp_path):
+    results = tmp_path / "results"
+    main(["export", str(multirun / "pong_prop_0"), "--out", str(results)])
+    config = results / "pong/proportional/seed0_2M/config.yaml"
+    settings = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump(dict(reversed(settings.items())), sort_keys=False))
+    main(["export", str(multirun / "pong_prop_0"), "--out", str(results)])
+    assert config.read_bytes() == (multirun / "pong_prop_0/config.yaml").read_bytes()
 
 
 def test_the_report_refuses_a_directory_without_exported_runs(multirun, tmp_path, capsys):
