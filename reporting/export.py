@@ -34,13 +34,7 @@ from tensorboard.backend.event_processing.event_accumulator import (
 from artifacts.command_line import unwritable_reason
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.provenance import NOT_RECORDED, PROVENANCE
-from artifacts.run_directory import (
-    CONFIG,
-    RunDirectory,
-    find_runs,
-    read_config_file,
-    read_yaml_file,
-)
+from artifacts.run_directory import CONFIG, RunDirectory, find_runs, read_yaml_file
 from evaluation.scores import normalized_score
 from reporting.results import (
     EVALUATION_COLUMNS,
@@ -270,10 +264,9 @@ def check_destinations(exports: Sequence[Export], out: Path) -> None:
                 f"both be exported to {target}; export them to separate --out"
             )
         claimed[target] = export
-        config = target / CONFIG
         # Settings, not bytes: a newer version may write the same settings in another order.
-        settings = read_config_file(export.info.config_file)
-        if config.exists() and read_config_file(config) != settings:
+        exported = RunDirectory(target)
+        if exported.config_file.exists() and exported.config != export.info.config:
             raise ExportError(
                 f"{target} holds the export of a run with another config; "
                 "delete it or choose another --out"
