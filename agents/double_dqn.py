@@ -265,6 +265,11 @@ class DoubleDQN:
         with torch.no_grad():
             return q_states, online(all_states[batch_size:])
 
+    def step_profile(self) -> dict[str, float]:
+        """The optimizer's step sizes now (`CenteredRMSProp.step_profile`), by TensorBoard tag."""
+        self.wait()
+        return {f"optimizer/{name}": v for name, v in self.optimizer.step_profile().items()}
+
     def sync_target(self) -> None:
         """Hard copy of the online parameters into the target network."""
         self.wait()
@@ -293,17 +298,31 @@ class DoubleDQN:
             self.updates.behaviour.load_state_dict(state.get("behaviour", state["online"]))
 
 
-def _optimizer(online: torch.nn.Module, agent: AgentSettings, batch_size: int) -> CenteredRMSProp:
-    # DeepMind's `rmsprop_epsilon` is for a loss summed over the minibatch. Ours is the
-    # mean (gradients B times smaller), and ε / B² inside the square root gives exactly
-    # the summed loss's update, at any batch size B. torch's RMSprop was used on the mean
-    # loss as it is (MinAtar's agents): its ε stays.
+def optimizer_epsilon(agent: AgentSettings, batch_size: int) -> float:
+    """The ε the optimizer adds, derived here alone from `agent` and the batch size B.
+
+    DeepMind's `rmsprop_epsilon` is for a loss summed over the minibatch. Ours is the mean
+    (gradients B times smaller), and ε / B² inside the square root gives exactly the summed
+    loss's update, at any B. torch's RMSprop was used on the mean loss as it is (MinAtar's
+    agents): its ε stays.
+
+    Where ε dominates the divisor (early in training) a step is η·g/√ε inside the square root,
+    η·g/ε outside. `keep_maximum_step` keeps that step uniform replay's (η₀, the paper's η)
+    at any `learning_rate` η: ε times (η/η₀)² inside, η/η₀ outside; for the prioritized η₀/4,
+    ε/16 inside, as DQN Zoo's prioritized agent sets it."""
     inside = OPTIMIZERS[agent.optimizer]
-    epsilon = agent.rmsprop_epsilon
+    epsilon = agent.rmsprop_epsilon / batch_size**2 if inside else agent.rmsprop_epsilon
+    if agent.keep_maximum_step:
+        ratio = agent.learning_rate / AgentSettings.learning_rate
+        epsilon *= ratio**2 if inside else ratio
+    return epsilon
+
+
+def _optimizer(online: torch.nn.Module, agent: AgentSettings, batch_size: int) -> CenteredRMSProp:
     return CenteredRMSProp(
         online.parameters(),
         lr=agent.learning_rate,
         decay=agent.rmsprop_decay,
-        epsilon=epsilon / batch_size**2 if inside else epsilon,
-        epsilon_inside=inside,
+        epsilon=optimizer_epsilon(agent, batch_size),
+        epsilon_inside=OPTIMIZERS[agent.optimizer],
     )

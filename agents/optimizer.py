@@ -90,6 +90,29 @@ class CenteredRMSProp(torch.optim.Optimizer):
                 )
         return loss
 
+    @torch.no_grad()
+    def step_profile(self) -> dict[str, float]:
+        """How large its steps are now, from g and g2 (for the learning curves): `mean_step`,
+        the mean over parameters of lr·|g| / divisor, the step a gradient equal to its running
+        mean g would take; `epsilon_dominated`, the fraction of parameters whose divisor ε
+        dominates (ε > g2 − g² inside the square root, ε > √(g2 − g²) outside), where a step
+        is lr·gradient / √ε (or / ε) whatever the gradients' spread."""
+        step_sum, dominated, count = 0.0, 0, 0
+        for group in self.param_groups:
+            grad_avgs, square_avgs = self.statistics(group["params"])
+            for grad_avg, square_avg in zip(grad_avgs, square_avgs, strict=True):
+                variance = (square_avg - grad_avg * grad_avg).clamp_(min=0)
+                spread = variance if self.epsilon_inside else variance.sqrt()
+                divisor = (
+                    (variance + group["epsilon"]).sqrt_()
+                    if self.epsilon_inside
+                    else variance.sqrt() + group["epsilon"]
+                )
+                step_sum += float((grad_avg.abs() / divisor).sum()) * group["lr"]
+                dominated += int((spread < group["epsilon"]).sum())
+                count += grad_avg.numel()
+        return {"mean_step": step_sum / count, "epsilon_dominated": dominated / count}
+
     def statistics(self, params: list[torch.Tensor]) -> tuple[list, list]:
         """g and g2 of `params`, in their order."""
         return (

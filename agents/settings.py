@@ -38,6 +38,9 @@ class AgentSettings(Settings):
     rmsprop_epsilon: float = setting(0.01, POSITIVE_NUMBER)
     # deepmind_rmsprop: ε inside the square root | torch_rmsprop: outside (torch.optim.RMSprop)
     optimizer: str = setting("deepmind_rmsprop", one_of(OPTIMIZERS))
+    # false (the paper's reading): ε as it is at any η | true (DQN Zoo's prioritized agent): ε
+    # scaled with η so that the ε-dominated step stays uniform η's (`optimizer_epsilon`)
+    keep_maximum_step: bool = setting(False, BOOLEAN)
     # TD error clipped to [-1, 1]: the Huber loss and the priorities
     td_error_clip: float = setting(1.0, POSITIVE_NUMBER)
     # true (CUDA only): act during each update with the parameters from before it (a

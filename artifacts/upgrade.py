@@ -27,6 +27,7 @@ ADDED_SETTINGS = {
     "agent.network": "nature",
     "agent.target_rule": "double_dqn",
     "agent.optimizer": "deepmind_rmsprop",
+    "agent.keep_maximum_step": False,
     "evaluation.worker": False,  # the periodic test ran inline
     "replay.priority_signal": "td_error",
     "replay.priority_epsilon": 0.01,

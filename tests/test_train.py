@@ -17,7 +17,7 @@ from launch import validation
 from launch.validation import validate_config
 from replay.registry import SAMPLERS
 from training.checkpoints import CheckpointStore
-from training.loop import StopRequest, Training, linear_schedule
+from training.loop import StopRequest, Training, importance_exponent, linear_schedule
 from training.run_record import RunRecord, config_record
 
 CONFIGS = str(Path(__file__).resolve().parents[1] / "configs")
@@ -357,24 +357,33 @@ def test_a_minatar_run_trains_tests_and_checkpoints(tmp_path):
     )
 
 
-def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last(tmp_path):
+@pytest.mark.parametrize("budget", ["budget_2m", "budget_10m", "budget_50m"])
+@pytest.mark.parametrize("kind", ["proportional", "rank_based"])
+def test_a_budget_runs_beta_is_the_papers_run_at_every_step(budget, kind):
+    """A budget preset is the paper's run cut short: β at its step t is the paper's at t."""
+    paper = validate_config(config(f"replay={kind}"), this_machine=False)
+    short = validate_config(config(f"experiment={budget}", f"replay={kind}"), this_machine=False)
+    assert paper.train.total_steps == 50_000_000 > short.train.total_steps
+    end = short.train.total_steps
+    for step in (0, 50_000, 50_001, 1_000_000, end // 2, end):
+        assert importance_exponent(short, step) == importance_exponent(paper, step)
+    assert importance_exponent(paper, paper.train.total_steps) == 1.0
+    if budget == "budget_10m":  # 10M frames: 0.43 and 0.52, not 1
+        expected = {"proportional": 0.4294, "rank_based": 0.5245}[kind]
+        assert importance_exponent(short, end) == pytest.approx(expected, abs=1e-4)
+
+
+def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last():
     cfg = config(
         *SMOKE,
         "replay=proportional",
         "train.total_steps=400",
         "replay.importance_exponent_final_step=1100",
     )
-    run, record = validate_config(cfg), RunRecord(tmp_path, config_record(cfg))
-    training = Training(
-        train.build(run), run, tmp_path, CheckpointStore(tmp_path), StopRequest(), record
-    )
+    run = validate_config(cfg)
     # Linear from learning start (step 100, β 0.4) to step 1100 (β 1): 0.52 at step 300.
-    training.step = 300
-    assert training.importance_exponent() == pytest.approx(0.52)
-    training.step = 400
-    assert training.importance_exponent() == pytest.approx(0.58)
+    assert importance_exponent(run, 300) == pytest.approx(0.52)
+    assert importance_exponent(run, 400) == pytest.approx(0.58)
     # the paper's: the last step
-    replay = dataclasses.replace(training.cfg.replay, importance_exponent_final_step=None)
-    training.cfg = dataclasses.replace(training.cfg, replay=replay)
-    assert training.importance_exponent() == 1.0
-    training.parts.env.close()
+    replay = dataclasses.replace(run.replay, importance_exponent_final_step=None)
+    assert importance_exponent(dataclasses.replace(run, replay=replay), 400) == 1.0

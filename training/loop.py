@@ -30,6 +30,33 @@ def linear_schedule(start: float, end: float, begin_step: int, end_step: int, st
     return (1.0 - fraction) * start + fraction * end  # exact at both ends
 
 
+def _from_learning_start(
+    run: Run, start: float, end: float, end_step: int | None, step: int
+) -> float:
+    """Linear from learning start to `end_step`, by default the run's last step."""
+    t = run.train
+    end_step = t.total_steps if end_step is None else end_step
+    return linear_schedule(start, end, t.learning_start_steps, end_step, step)
+
+
+def importance_exponent(run: Run, step: int) -> float:
+    """β at `step`: β0 until learning starts, then linear to its final value at
+    `replay.importance_exponent_final_step` (null: the run's last step). The budget presets
+    put that step at the paper's 50M, so that a shorter run is the paper's run's beginning."""
+    r = run.replay
+    end_step = r.importance_exponent_final_step
+    return _from_learning_start(
+        run, r.importance_exponent, r.importance_exponent_final, end_step, step
+    )
+
+
+def priority_exponent(run: Run, step: int) -> float:
+    """α annealed to `priority_exponent_final` at the run's last step (the paper's early
+    rank-based DQN did)."""
+    r = run.replay
+    return _from_learning_start(run, r.priority_exponent, r.priority_exponent_final, None, step)
+
+
 @dataclass
 class Components:
     """Everything a run is made of; `rngs` are the generators the components were given."""
@@ -124,7 +151,7 @@ class Training:
                     agent.sync_target()
                 if annealed_alpha and self.step % alpha_period == 0:
                     self._settle_learning()
-                    self.parts.replay.set_priority_exponent(self.priority_exponent())
+                    self.parts.replay.set_priority_exponent(priority_exponent(self.cfg, self.step))
                 if self.step % t.log_period_steps == 0 or self.step == t.total_steps:
                     self._log()
                 if self.step % self.periodic_test.period_steps == 0:
@@ -199,7 +226,7 @@ class Training:
         generator. On CUDA its forward pass queues behind the update, so that one wait covers
         both. The same actions and parameters as acting at the next step's start."""
         self._settle_learning()
-        batch = self.parts.replay.sample(self.importance_exponent())
+        batch = self.parts.replay.sample(importance_exponent(self.cfg, self.step))
         self.learning = (self.step, batch, self.parts.agent.start_learning(batch))
         if self.step < self.cfg.train.total_steps:
             self._act_ahead()
@@ -238,13 +265,6 @@ class Training:
             )
         return step, batch, stats
 
-    def _schedule(self, start: float, end: float, end_step: int | None = None) -> float:
-        """Linear from learning start to `end_step`, by default the end of training (β, and
-        α when annealed)."""
-        t = self.cfg.train
-        end_step = t.total_steps if end_step is None else end_step
-        return linear_schedule(start, end, t.learning_start_steps, end_step, self.step)
-
     def epsilon(self, step: int | None = None) -> float:
         """ε at `step` (by default this one): 1 until learning starts, then linear over
         `epsilon_decay_steps` (DeepMind's code: the replay-start actions are all random, none
@@ -255,24 +275,14 @@ class Training:
             t.epsilon_start, t.epsilon_final, begin, begin + t.epsilon_decay_steps, step
         )
 
-    def importance_exponent(self) -> float:
-        r = self.cfg.replay
-        return self._schedule(
-            r.importance_exponent, r.importance_exponent_final, r.importance_exponent_final_step
-        )
-
-    def priority_exponent(self) -> float:
-        """α annealed to `priority_exponent_final` (the paper's early rank-based DQN did)."""
-        r = self.cfg.replay
-        return self._schedule(r.priority_exponent, r.priority_exponent_final)
-
     def _log(self) -> None:
         self._settle_learning()
-        schedules = {
+        scalars = {
             "train/epsilon": self.epsilon(),
-            "replay/importance_exponent": self.importance_exponent(),
+            "replay/importance_exponent": importance_exponent(self.cfg, self.step),
+            **self.parts.agent.step_profile(),
         }
-        self.progress.period(self.step, schedules, self.parts.replay)
+        self.progress.period(self.step, scalars, self.parts.replay)
         if self.step % self.cfg.train.priority_histogram_period_steps == 0 and len(
             self.parts.replay
         ):

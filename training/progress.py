@@ -153,8 +153,8 @@ class Progress:
             write_scalars(self.writer, scalars, x)
 
     def period(self, step: int, scalars: dict[str, float], replay) -> None:
-        """Write this period's `scalars` (the loop's schedules), the replay's and the
-        learning averages, and move the progress bar."""
+        """Write this period's `scalars` (the loop's schedules and the optimizer's steps), the
+        replay's and the learning averages, and move the progress bar."""
         scalars = {**scalars, **_replay_scalars(replay)}
         elapsed = time.perf_counter() - self._clock
         steps_per_second = (step - self._period_start) / max(elapsed, 1e-9)

@@ -21,6 +21,8 @@ from agents import (
     weighted_huber_loss,
 )
 from agents.acceleration import PinnedStaging
+from agents.double_dqn import _optimizer, optimizer_epsilon
+from agents.optimizer import CenteredRMSProp
 from agents.settings import AgentSettings
 
 NO_GPU = not torch.cuda.is_available()
@@ -335,6 +337,45 @@ def test_rmsprop_epsilon_gives_the_summed_loss_update_at_any_batch_size(batch_si
     needs ε / B² (tests/agents/test_optimizer.py proves the scaling rule)."""
     agent = make_agent(rmsprop_epsilon=0.01, batch_size=batch_size)
     assert agent.optimizer.param_groups[0]["epsilon"] == 0.01 / batch_size**2
+
+
+@pytest.mark.parametrize("optimizer", ["deepmind_rmsprop", "torch_rmsprop"])
+def test_keep_maximum_step_gives_prioritized_replay_uniforms_epsilon_dominated_step(optimizer):
+    """With ε dominating the divisor (a gradient far below √ε), η/4 with the setting on steps
+    exactly as far as uniform's η: DQN Zoo's ε/16 (inside the root) or ε/4 (outside); off,
+    4× less far."""
+    uniform = AgentSettings(optimizer=optimizer)
+    prioritized = AgentSettings(optimizer=optimizer, learning_rate=uniform.learning_rate / 4)
+    kept = AgentSettings(
+        optimizer=optimizer, learning_rate=uniform.learning_rate / 4, keep_maximum_step=True
+    )
+    gradient = torch.full((3,), 1e-12, dtype=torch.float64)
+
+    def first_step(agent):
+        param = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+        param.grad = gradient.clone()
+        _optimizer(torch.nn.ParameterList([param]), agent, batch_size=32).step()
+        return -param.detach()
+
+    epsilon = 0.01 / 32**2 if optimizer == "deepmind_rmsprop" else 0.01
+    assert optimizer_epsilon(uniform, 32) == optimizer_epsilon(prioritized, 32) == epsilon
+    assert optimizer_epsilon(kept, 32) == pytest.approx(
+        epsilon / 16 if optimizer == "deepmind_rmsprop" else epsilon / 4, rel=1e-12
+    )
+    torch.testing.assert_close(first_step(kept), first_step(uniform), rtol=1e-9, atol=0)
+    torch.testing.assert_close(first_step(prioritized), first_step(uniform) / 4, rtol=1e-9, atol=0)
+
+
+def test_the_step_profile_reads_the_optimizers_statistics():
+    """A hand-built state: parameter 0 has g = 0.1, g2 = 0.01 + 0.0004 (variance 0.0004 above
+    ε 1e-4: not dominated), parameter 1 g = 0, g2 = 0 (dominated)."""
+    param = torch.nn.Parameter(torch.zeros(2, dtype=torch.float64))
+    optimizer = CenteredRMSProp([param], lr=0.5, decay=0.95, epsilon=1e-4)
+    optimizer.state[param]["grad_avg"].copy_(torch.tensor([0.1, 0.0]))
+    optimizer.state[param]["square_avg"].copy_(torch.tensor([0.0104, 0.0]))
+    profile = optimizer.step_profile()
+    assert profile["epsilon_dominated"] == 0.5
+    assert profile["mean_step"] == pytest.approx(0.5 * 0.1 / (0.0004 + 1e-4) ** 0.5 / 2)
 
 
 def test_a_pipelined_agent_on_cpu_is_refused_in_one_line():

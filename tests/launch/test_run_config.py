@@ -29,6 +29,7 @@ ADDED = {
         "network": "nature",
         "target_rule": "double_dqn",
         "optimizer": "deepmind_rmsprop",
+        "keep_maximum_step": False,
     },
     "evaluation": {"worker": False},
     "replay": {
