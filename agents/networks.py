@@ -1,5 +1,6 @@
 """The Q-networks, by name (`agent.network`): the Nature DQN convolutional network with the tuned
-Double DQN's shared-bias head (Atari), and MinAtar's one-convolution network."""
+Double DQN's shared-bias head (Atari) or its own bias per action, and MinAtar's
+one-convolution network."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ class NatureQNetwork(nn.Module):
     (4x smaller) until this point. Output: float32 (B, num_actions).
 
     The head is a linear map WITHOUT per-action biases plus ONE scalar bias shared by all
-    actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper.
+    actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper;
+    `NatureDQNNetwork` has the Nature DQN's bias per action.
     """
+
+    shared_bias = True
 
     def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
@@ -50,9 +54,10 @@ class NatureQNetwork(nn.Module):
             nn.Linear(CONV_OUTPUT_SIZE, 512),
             nn.ReLU(),
         )
-        self.head = nn.Linear(512, num_actions, bias=False)
-        bound = 1.0 / math.sqrt(512)  # same rule as a linear layer's bias with fan_in 512
-        self.head_bias = nn.Parameter(torch.empty(()).uniform_(-bound, bound))
+        self.head = nn.Linear(512, num_actions, bias=not self.shared_bias)
+        if self.shared_bias:
+            bound = 1.0 / math.sqrt(512)  # same rule as a linear layer's bias with fan_in 512
+            self.head_bias = nn.Parameter(torch.empty(()).uniform_(-bound, bound))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         """Q values from raw uint8 frames; rejects any other dtype (a float input of 0..255
@@ -66,7 +71,15 @@ class NatureQNetwork(nn.Module):
 
     def q_from_scaled(self, scaled: torch.Tensor) -> torch.Tensor:
         """Q values from float frames already scaled to [0, 1], shape (B, history, 84, 84)."""
-        return self.head(self.features(scaled)) + self.head_bias
+        q = self.head(self.features(scaled))
+        return q + self.head_bias if self.shared_bias else q
+
+
+class NatureDQNNetwork(NatureQNetwork):
+    """The Nature DQN network with its own head, a bias per action (Mnih et al. 2015, and
+    Dopamine's DQN)."""
+
+    shared_bias = False
 
 
 class MinAtarQNetwork(nn.Module):
@@ -105,7 +118,11 @@ class MinAtarQNetwork(nn.Module):
         return self.output(hidden)
 
 
-NETWORKS: dict[str, type[nn.Module]] = {"nature": NatureQNetwork, "minatar": MinAtarQNetwork}
+NETWORKS: dict[str, type[nn.Module]] = {
+    "nature": NatureQNetwork,
+    "nature_dqn": NatureDQNNetwork,
+    "minatar": MinAtarQNetwork,
+}
 
 
 def build_network(

@@ -26,7 +26,7 @@ class AgentSettings(Settings):
 
     device: str = setting("auto", Rule("a device name"))  # auto | cpu | cuda | cuda:N
     history_length: int = setting(4, POSITIVE_INTEGER)  # frames per state
-    # nature (Atari frames) | minatar
+    # nature (Atari frames, a shared head bias) | nature_dqn (a bias per action) | minatar
     network: str = setting("nature", one_of(NETWORKS))
     # double_dqn (the paper's) | dqn: max_a Q_target(s', a)
     target_rule: str = setting("double_dqn", one_of(TARGET_RULES))

@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
+from agents.double_dqn import optimizer_epsilon
 from envs.registry import ENVIRONMENTS
 from launch import validation
 from launch.validation import validate_config
@@ -292,6 +293,26 @@ def test_minatar_dqn_is_the_published_agent():
         0.00001,
         "batch",
     )
+
+
+def test_dopamine_dqn_is_dopamines_published_agent():
+    """google/dopamine's dqn.gin, in the settings that change learning."""
+    run = validate_config(config("experiment=dopamine_dqn"), this_machine=False)
+    agent, t, env = run.agent, run.train, run.env
+    assert (agent.network, agent.target_rule, agent.learning_rate) == ("nature_dqn", "dqn", 0.00025)
+    assert optimizer_epsilon(agent, t.batch_size) == pytest.approx(1e-5, rel=1e-12)  # in the root
+    assert (t.learning_start_steps, t.update_period_steps, t.target_update_period_steps) == (
+        20_000,
+        4,
+        8_000,
+    )
+    assert (t.epsilon_final, t.epsilon_decay_steps, t.life_loss) == (0.01, 250_000, "ignore")
+    assert (env.repeat_action_probability, env.noop_max, env.max_episode_frames) == (
+        0.25,
+        0,
+        108_000,
+    )
+    assert (run.evaluation.epsilon, run.replay.kind) == (0.001, "uniform")
 
 
 @pytest.mark.parametrize(

@@ -198,7 +198,8 @@ class Training:
         self.episode_return += reward
         clip = t.reward_clip
         clipped_reward = reward if clip is None else max(-clip, min(clip, reward))
-        parts.replay.add(action, clipped_reward, terminated or info["life_lost"], frame)
+        life_ends_bootstrap = info["life_lost"] and t.life_loss != "ignore"
+        parts.replay.add(action, clipped_reward, terminated or life_ends_bootstrap, frame)
         parts.frame_stack.push(frame)
         if info["life_lost"] and not (terminated or truncated) and t.life_loss == "new_episode":
             # DeepMind's training rule: a lost life ends the stored episode (the next stacks

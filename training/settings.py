@@ -66,8 +66,9 @@ class TrainSettings(Settings):
         1.0, Rule("null (no clipping) or a number > 0", POSITIVE_NUMBER.test)
     )
     # new_episode: a lost life ends the stored episode and 2-31 no-op frames follow (DeepMind's
-    # Lua code, the paper's); stop_bootstrap: it only stops bootstrapping (DQN Zoo).
-    life_loss: str = setting("new_episode", one_of(("new_episode", "stop_bootstrap")))
+    # Lua code, the paper's); stop_bootstrap: it only stops bootstrapping (DQN Zoo); ignore: it
+    # is not a terminal at all (Dopamine).
+    life_loss: str = setting("new_episode", one_of(("new_episode", "stop_bootstrap", "ignore")))
     log_period_steps: int = setting(10_000, POSITIVE_INTEGER)
     priority_histogram_period_steps: int = setting(250_000, POSITIVE_INTEGER)
 

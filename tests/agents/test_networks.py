@@ -30,6 +30,17 @@ def test_output_shape_and_dtype():
     assert q.dtype == torch.float32
 
 
+def test_the_nature_dqn_head_has_a_bias_per_action():
+    """`nature_dqn`: the same body, and 512 x A weights plus A biases in the head."""
+    shared, per_action = (build_network(name, 6, 4, (84, 84)) for name in ("nature", "nature_dqn"))
+    count = sum(p.numel() for p in per_action.parameters())
+    assert count == sum(p.numel() for p in shared.parameters()) - 1 + 6
+    with torch.no_grad():
+        per_action.head.weight.zero_()
+        per_action.head.bias.copy_(torch.arange(6.0))
+    assert per_action(_frames(2)).tolist() == [list(range(6))] * 2
+
+
 def test_history_length_sets_input_channels():
     net = NatureQNetwork(2, 2, (84, 84))
     assert net(_frames(1, history=2)).shape == (1, 2)

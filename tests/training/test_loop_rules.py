@@ -106,6 +106,16 @@ def test_stop_bootstrap_rule_only_marks_the_terminal(tmp_path):
     assert [int(f[0, 0]) for f in training.parts.frame_stack.state] == [2, 3, 4, 5]
 
 
+def test_ignore_rule_stores_no_terminal_and_goes_on(tmp_path):
+    """Dopamine's rule: a lost life is not a terminal; the episode and its stack run on."""
+    training = training_after(LIFE_LOST_AT + 1, tmp_path, "train.life_loss=ignore")
+    storage = training.parts.replay.storage
+    assert training.parts.env.noop_calls == 0
+    assert not storage.terminals[: LIFE_LOST_AT + 1].any()
+    assert not storage.episode_starts[1:].any()
+    assert [int(f[0, 0]) for f in training.parts.frame_stack.state] == [2, 3, 4, 5]
+
+
 @pytest.mark.parametrize(
     ("step", "expected"), [(0, 1.0), (1_000, 1.0), (3_500, 0.505), (6_000, 0.01), (9_000, 0.01)]
 )
