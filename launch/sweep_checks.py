@@ -1,14 +1,13 @@
 """A sweep's jobs, checked together before the first one starts, and their directory names.
 
 `SweepChecks` is a Hydra callback (`hydra.callbacks` in configs/config.yaml). Before the
-sweeper creates anything, it takes the sweep's jobs from Hydra's basic sweeper (its own split
-of the overrides into jobs), composes each job's config as the launcher will, and checks each
-as train.py will, then the jobs together: no two may be one run (one directory, or one config
-named two ways), and the disk must hold the files of all of them. A bad job ends the sweep
-with one line naming the job and the key, exit status 2 (1 for a config Hydra cannot compose,
-as for a single run), and nothing written; so does a SIGTERM (status 0) or SIGINT (130) during
-the checks. Each job still checks itself when it starts: what depends on the machine (cores,
-GPUs, memory, disk) is checked here only for launchers that run the jobs on this machine.
+sweeper creates anything, it takes the sweep's jobs from Hydra's basic sweeper, composes each
+job's config as the launcher will, and checks each as train.py will, then the jobs together
+(no two one run, the disk for all). A bad job ends the sweep with one line naming the job and
+the key, exit status 2 (1 for a config Hydra cannot compose, as for a single run), and
+nothing written; so does a SIGTERM (status 0) or SIGINT (130) during the checks. Each job still
+checks itself when it starts: what depends on the machine (cores, GPUs, memory, disk) is
+checked here only for launchers that run the jobs on this machine.
 
 `job_directory_name` names a job's directory (`hydra.sweep.subdir`) after its overrides, and
 `name_jobs_by_varied_keys` leaves out of those names the keys every job of the sweep sets alike.
@@ -41,9 +40,8 @@ from launch.validation import disk_needs, size_text
 from training.run_record import config_record
 from training.settings import Run
 
-# Launchers that run every job on the machine that starts the sweep, by the name a command
-# gives them (`hydra/launcher=...`): Hydra's own (one job at a time), joblib's and the
-# project's (hydra.launcher.n_jobs at a time) and submitit's local one (all at once).
+# Launchers that run every job on the machine that starts the sweep, by their names in
+# `hydra/launcher=...`: Hydra's own, joblib's, the project's and submitit's local one.
 LOCAL_LAUNCHERS = ("basic", "joblib", "local_parallel", "shared_gpu", "submitit_local")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # The longest job directory name, in bytes: file systems allow 255, eCryptfs home directories
@@ -154,12 +152,11 @@ def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
 
 def repeated_values(config: DictConfig) -> str:
     """The sweep's overrides that list a value twice as Hydra reads them (0.00025,2.5e-4)."""
-    found = []
-    for override in sweep_overrides(config):
-        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else []
-        if len(set(values)) < len(values):
-            found.append(override.input_line)
-    return " ".join(found)
+    sweeps = [o for o in sweep_overrides(config) if o.is_sweep_override()]
+    values = [list(sweep.sweep_string_iterator()) for sweep in sweeps]
+    return " ".join(
+        o.input_line for o, v in zip(sweeps, values, strict=True) if len(set(v)) < len(v)
+    )
 
 
 def job_label(number: int, overrides: list[str], shared: set[str]) -> str:
@@ -223,12 +220,11 @@ def check_disk_together(jobs: list[CheckedJob], at_once: int) -> None:
     for needs in disks.values():
         largest = sorted((running - finished for finished, running, _ in needs), reverse=True)
         needed = sum(finished for finished, _, _ in needs) + sum(largest[:at_once])
-        place = needs[0][2]
-        free = shutil.disk_usage(place).free
+        free = shutil.disk_usage(needs[0][2]).free
         if needed > free:
             raise SweepRefused(
                 f"the sweep's {len(needs)} unfinished jobs, {at_once} at a time, need "
-                f"{size_text(needed)} more on the disk of {place} (each finished job keeps a "
+                f"{size_text(needed)} more on the disk of {needs[0][2]} (each finished job keeps a "
                 f"checkpoint and its snapshots) and it has {size_text(free)} free: lower "
                 "checkpoint.keep or replay.capacity, run fewer jobs at a time "
                 "(hydra.launcher.n_jobs), or give hydra.sweep.dir on a larger disk"
@@ -291,25 +287,24 @@ def sweep_command(sweep_dir: Path) -> str:
     return shlex.join(["python", sys.argv[0], *kept, f"hydra.sweep.dir={sweep_dir}"])
 
 
-class StoppedDuringChecks(BaseException):
-    """A SIGTERM or SIGINT while the jobs are checked. Not an Exception: Hydra would turn
-    that into a warning and go on."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signal = signum
-
-
-def _stop_checks(signum, frame) -> None:
-    raise StoppedDuringChecks(signum)
-
-
 class SweepChecks(Callback):
     """Checks every job of a sweep before the first one starts (see the module's docstring)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         str(config.hydra.sweep.dir)  # its ${now:} is resolved once, for every job
-        handlers = {signum: signal.signal(signum, _stop_checks) for signum in STOP_SIGNALS}
+
+        def stop(signum, frame) -> None:
+            """Nothing is written yet: one line, and 0 after SIGTERM, 130 after SIGINT, as
+            train.py."""
+            print(
+                f"sweep stopped by {signal.Signals(signum).name} while its jobs were checked, "
+                "before any of them started; run it with: "
+                f"{sweep_command(Path(config.hydra.sweep.dir))}",
+                file=sys.stderr,
+            )
+            sys.exit(130 if signum == signal.SIGINT else 0)
+
+        handlers = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
         try:
             jobs = sweep_jobs(config)
             if jobs is None:
@@ -323,15 +318,6 @@ class SweepChecks(Callback):
         except HydraException as error:
             print(f"error: {error}", file=sys.stderr)
             sys.exit(1)
-        except StoppedDuringChecks as stop:
-            # Nothing is written yet; 0 after SIGTERM and 130 after SIGINT, as train.py.
-            print(
-                f"sweep stopped by {signal.Signals(stop.signal).name} while its jobs were "
-                "checked, before any of them started; run it with: "
-                f"{sweep_command(Path(config.hydra.sweep.dir))}",
-                file=sys.stderr,
-            )
-            sys.exit(130 if stop.signal == signal.SIGINT else 0)
         finally:
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
