@@ -9,8 +9,7 @@ out-of-memory killer, say):
 - the sweep's process starts no further job and sends SIGTERM to every worker, so that each
   running job's loop finishes its step, writes its checkpoint and says so (SIGTERM whatever
   the signal: a terminal's Ctrl-C reaches the workers too, and a second SIGINT would stop them
-  without a checkpoint); a job that has not reached its loop yet ends there, untrained. A
-  worker holds the stop signals from its start until its handlers are in place;
+  without a checkpoint); a job that has not reached its loop yet ends there, untrained;
 - the sweep's process prints one line, what stopped the sweep and the command that resumes
   it, and exits: 0 after SIGTERM (as train.py does: a scheduler's stop, honoured, counts as
   done), 130 after SIGINT, 1 if a job failed or its worker died. Every worker has ended by
@@ -84,12 +83,10 @@ class WorkerStop:
         self.sweep_process: int | None = None  # in a worker: the process that started it
 
     def install(self) -> None:
-        """A worker records a stop from its start on, instead of dying of it: a stop sent
-        while it started was held (`run_alone`) and comes now."""
+        """A worker records a stop from its start on, instead of dying of it."""
         self.sweep_process = os.getppid()
         for signum in STOP_SIGNALS:
             signal.signal(signum, self.record)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
     def record(self, signum, frame) -> None:
         self.signal = signum
@@ -148,17 +145,12 @@ def run_alone(
     """`run_job` in a worker process of its own (`env`: its environment variables), and how
     it ended; a job stopped, or whose worker died, stops the sweep before joblib sends the
     next. A worker that dies takes only its own job with it: one of a shared pool breaks the
-    pool, and loky then kills every other worker, their jobs unsaved. The worker starts with
-    the stop signals held (it inherits this thread's mask), until its handlers are in place."""
+    pool, and loky then kills every other worker, their jobs unsaved."""
     executor = ProcessPoolExecutor(max_workers=1, initializer=start_worker, env=env)
     with _starting:
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
-            before = set(multiprocessing.active_children())
-            job = executor.submit(run_job, number, overrides, *context)
-            (worker,) = set(multiprocessing.active_children()) - before
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        before = set(multiprocessing.active_children())
+        job = executor.submit(run_job, number, overrides, *context)
+        (worker,) = set(multiprocessing.active_children()) - before
     if stop.signal is not None:  # the stop came while it started: it may not have been told
         os.kill(worker.pid, signal.SIGTERM)
     try:
