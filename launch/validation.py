@@ -173,36 +173,45 @@ def network_bytes(run: Run) -> int:
     return sum(p.numel() * p.element_size() for p in network.parameters())
 
 
-def run_disk_bytes(run: Run) -> int:
-    """About what a run's files occupy at most: `checkpoint.keep` checkpoints (each a copy of
-    the replay and a state file, whose networks dominate at small capacities) and its
-    snapshots."""
+def run_disk_bytes(run: Run, checkpoints: int | None = None) -> int:
+    """About what a run's files occupy at most: `checkpoints` checkpoints (each a copy of the
+    replay and a state file, whose networks dominate at small capacities; `checkpoint.keep`
+    while it runs, one once it has finished) and its snapshots."""
     networks = network_bytes(run)
     state = replay_bytes(run) + STATE_NETWORKS * networks
-    return run.checkpoint.keep * state + SNAPSHOT_NETWORKS * networks
+    kept = run.checkpoint.keep if checkpoints is None else checkpoints
+    return kept * state + SNAPSHOT_NETWORKS * networks
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
+
+
+def disk_needs(run: Run, checkpoints: Path) -> tuple[int, int, Path]:
+    """What the run's files need on the disk of `checkpoints` beyond what its checkpoints
+    already occupy (they overwrite it): while it runs and once it has finished
+    (`run_disk_bytes`); and the nearest directory of that disk that exists."""
+    # What the files occupy, not their length: a frame copy is sparse until the ring fills.
+    files = checkpoints.iterdir() if checkpoints.is_dir() else ()
+    existing = sum(path.stat().st_blocks * 512 for path in files)
+    place = checkpoints
+    while not place.exists():
+        place = place.parent
+    running, finished = (run_disk_bytes(run, kept) - existing for kept in (None, 1))
+    return max(0, running), max(0, finished), place
 
 
 def check_disk(run: Run, checkpoints: Path) -> None:
     """The run's files (`run_disk_bytes`) must fit on the disk of `checkpoints` (beside what
     its checkpoints already occupy, which they overwrite), before the first of them is due."""
-    # What the files occupy, not their length: a frame copy is sparse until the ring fills.
-    files = checkpoints.iterdir() if checkpoints.is_dir() else ()
-    existing = sum(path.stat().st_blocks * 512 for path in files)
-    needed = run_disk_bytes(run) - existing
-    place = checkpoints
-    while not place.exists():
-        place = place.parent
+    needed, _, place = disk_needs(run, checkpoints)
     free = shutil.disk_usage(place).free
     if needed > free:
         raise ValueError(
             f"checkpoint.keep={run.checkpoint.keep} is not allowed here: {run.checkpoint.keep} "
             f"checkpoints of replay.capacity={run.replay.capacity} and the agent's snapshots "
-            f"need {_size(needed)} more and {place} has {_size(free)} free (lower either, or "
-            "give hydra.run.dir on a larger disk)"
+            f"need {size_text(needed)} more and {place} has {size_text(free)} free (lower "
+            "either, or give hydra.run.dir on a larger disk)"
         )
 
 
