@@ -158,8 +158,11 @@ def run_alone(
     except BrokenProcessPool:
         worker.join()
         code = worker.exitcode
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-        outcome = JobOutcome(number, DIED, failure=how)
+        if -code in STOP_SIGNALS:  # a stop before its handlers (`start_worker`): no job began
+            outcome = JobOutcome(number, NOT_STARTED, stop_signal=-code)
+        else:
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            outcome = JobOutcome(number, DIED, failure=how)
     finally:
         executor.shutdown()
     if outcome.stop_signal is not None or outcome.state == DIED:

@@ -244,10 +244,6 @@ def test_a_worker_that_dies_stops_the_sweep_with_the_other_jobs_checkpointed(tmp
         assert CheckpointStore(run / "checkpoints").latest_step() == TOTAL_STEPS
 
 
-@pytest.mark.xfail(
-    reason="a worker still starting has no handlers yet, and the sweep's SIGTERM ends it",
-    strict=False,
-)
 @pytest.mark.parametrize(
     "target",
     [
