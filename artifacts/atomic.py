@@ -6,8 +6,6 @@ import io
 import os
 from pathlib import Path
 
-import torch
-
 CHUNK_BYTES = 64 << 20
 
 
@@ -52,6 +50,8 @@ def write_atomically(path: Path, data) -> None:
 def torch_bytes(payload) -> memoryview:
     """`payload` as `torch.save` writes it, in memory: serializing before any file changes
     keeps a full disk from leaving an opaque half-written torch file."""
+    import torch  # here: the reports write atomically without loading torch
+
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     return buffer.getbuffer()
