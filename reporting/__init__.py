@@ -4,6 +4,6 @@ results` (the exported Atari runs beside Dopamine's published curves) and `pytho
 minatar results` (the exported MinAtar runs: prioritized against uniform, beside MinAtar's
 published DQN); and evaluate.py's score table (`score_table.py`).
 
-One pipeline: `export.py` is the one reader of runs' TensorBoard events, and every report reads
-exported runs through `results.py` (the sweep report exports its multirun into a scratch
-directory first). The reports share `markdown.py` (table cells) and `plots.py` (colours)."""
+One pipeline: `export.py` is the one reader of runs' TensorBoard events, `results.py` the one
+reader of exported runs (of any family), and `report.py` the one builder every report kind
+(`published.py`, `minatar.py`, `sweep_report.py`) writes its document and figures with."""

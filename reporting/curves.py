@@ -4,8 +4,9 @@ learning-speed summary of the paper's Figure 4. Pure numpy: no files, no plottin
 The grid is `bins` equal fractions of each run's own training length: point j (1-based)
 stands for the fraction j / bins and holds the mean of the run's values logged in
 ((j − 1) / bins, j / bins] of its total steps (values at step 0 go to the first point). A
-point with no value repeats the previous one; points before the first value are NaN. Test
-evaluations logged every total/bins steps therefore land one per point, unchanged.
+point with no value repeats the previous one; points before the first value are NaN, and so are
+the points beyond what the run trained (an unfinished run). Test evaluations logged every
+total/bins steps therefore land one per point, unchanged.
 """
 
 import warnings
@@ -20,8 +21,11 @@ def fractions(bins: int) -> np.ndarray:
     return np.arange(1, bins + 1) / bins
 
 
-def binned(steps: np.ndarray, values: np.ndarray, total_steps: int, bins: int) -> np.ndarray:
-    """The run's curve on the grid (see the module docstring)."""
+def binned(
+    steps: np.ndarray, values: np.ndarray, total_steps: int, bins: int, trained: int | None = None
+) -> np.ndarray:
+    """The run's curve on the grid (see the module docstring), of a run that trained `trained`
+    of its `total_steps` (all of them by default)."""
     position = np.ceil(np.asarray(steps) / total_steps * bins).astype(np.int64) - 1
     position = np.clip(position, 0, bins - 1)
     counts = np.bincount(position, minlength=bins)
@@ -31,6 +35,8 @@ def binned(steps: np.ndarray, values: np.ndarray, total_steps: int, bins: int) -
     for j in range(bins):
         last = sums[j] / counts[j] if counts[j] else last
         curve[j] = last
+    reached = total_steps if trained is None else trained
+    curve[np.arange(1, bins + 1) * total_steps > reached * bins] = np.nan  # exact: no float
     return curve
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from envs.games import resolve_game
-from reporting.markdown import format_interval
+from reporting.report import format_interval
 from reporting.results import packaged_rows
 
 DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"

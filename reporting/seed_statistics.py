@@ -28,12 +28,11 @@ def last_average(returns: ArrayLike, window: int = LAST_EPISODES) -> np.ndarray:
 
 def running_average(returns: ArrayLike, rate: float = RUNNING_AVERAGE_RATE) -> np.ndarray:
     """After each episode, MinAtar's running average avg ← (1 − rate)·avg + rate·G from 0: it
-    weighs the last ~1 / rate episodes and starts biased towards 0."""
-    average, curve = 0.0, []
-    for episode_return in np.asarray(returns, dtype=np.float64):
-        average = (1 - rate) * average + rate * episode_return
-        curve.append(average)
-    return np.array(curve, dtype=np.float64)
+    weighs the last ~1 / rate episodes and starts biased towards 0 (that recursion, as a
+    filter)."""
+    from scipy.signal import lfilter  # only this report needs scipy: the others run without
+
+    return lfilter([rate], [1.0, rate - 1.0], np.asarray(returns, dtype=np.float64))
 
 
 def value_at(frames: ArrayLike, curve: ArrayLike, at: float) -> float:
@@ -70,22 +69,15 @@ def mean_and_standard_error(values: ArrayLike) -> tuple:
 
 def welch_interval(a: ArrayLike, b: ArrayLike, confidence: float = 0.95) -> tuple:
     """(mean(a) − mean(b), low, high): Welch's t interval for the difference of the means,
-    which does not assume equal variances: difference ± t(ν)·√(s²_a/n_a + s²_b/n_b) with
-    Welch–Satterthwaite's ν degrees of freedom. The bounds are NaN when either sample has fewer
-    than two values (no variance to estimate), and equal the difference when both samples are
-    constant. Everything is NaN when either sample is empty."""
-    from scipy.stats import t  # only this report needs scipy: the other commands run without
+    which does not assume equal variances (scipy's). The bounds are NaN when either sample has
+    fewer than two values (no variance to estimate), and equal the difference when both samples
+    are constant. Everything is NaN when either sample is empty."""
+    from scipy.stats import ttest_ind
 
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if a.size == 0 or b.size == 0:
         return np.nan, np.nan, np.nan
-    difference = float(a.mean() - b.mean())
-    if a.size < 2 or b.size < 2:
-        return difference, np.nan, np.nan
-    share_a, share_b = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    error = np.sqrt(share_a + share_b)
-    if error == 0:
-        return difference, difference, difference
-    freedom = (share_a + share_b) ** 2 / (share_a**2 / (a.size - 1) + share_b**2 / (b.size - 1))
-    half_width = float(t.ppf(0.5 + confidence / 2, freedom) * error)
-    return difference, difference - half_width, difference + half_width
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a single or constant sample: as said
+        interval = ttest_ind(a, b, equal_var=False).confidence_interval(confidence)
+    return float(a.mean() - b.mean()), float(interval.low), float(interval.high)
