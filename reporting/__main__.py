@@ -16,13 +16,9 @@ COMMANDS_HELP = """other commands (each has its own --help):
   python -m reporting minatar results --out results/minatar_report
       the exported MinAtar runs: prioritized against uniform, beside MinAtar's published DQN
 (a multirun directory named `export`, `published` or `minatar`: write it ./export)"""
-# command -> its module, its directories' help, and the default --out (below the first one)
+# command -> its module (whose `build` does it), its directories, its default --out below them
 COMMANDS = {
-    "": (
-        sweep_report,
-        "Hydra sweep directories, runs or exported runs, reported together",
-        "report",
-    ),
+    "": (sweep_report, "Hydra sweep directories, runs or exported runs", "report"),
     "export": (export, "run or multirun directories", None),
     "published": (published, "a directory of exported runs", "report"),
     "minatar": (minatar, "a directory of exported runs", "minatar_report"),
@@ -33,8 +29,7 @@ def main(argv=None):
     """Runs the command `argv` names; returns what it wrote (report.md, or the exports)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and argv[0] in COMMANDS else ""
-    argv = argv[1:] if command else argv
-    module, directories_help, default_out = COMMANDS[command]
+    module, directories, default_out = COMMANDS[command]
     parser = OneLineParser(
         prog=f"python -m reporting {command}".strip(),
         description=module.__doc__,
@@ -42,36 +37,21 @@ def main(argv=None):
         epilog=None if command else COMMANDS_HELP,
     )
     many = module in (sweep_report, export)
-    parser.add_argument("directories", type=Path, nargs="+" if many else 1, help=directories_help)
-    where = (
-        "the results directory"
-        if default_out is None
-        else f"where the report goes (default: the first directory's {default_out}/)"
-    )
-    parser.add_argument("--out", type=output_directory, required=default_out is None, help=where)
-    args = parser.parse_args(argv)
-    if module is not export:
-        for directory in args.directories:
-            if not directory.is_dir():
-                parser.error(f"{directory} is not a directory")
-    out = args.out
-    if out is None:
-        try:
-            out = output_directory(str(args.directories[0] / default_out))
-        except argparse.ArgumentTypeError as error:
-            parser.error(f"--out (default): {error}")
+    parser.add_argument("directories", type=Path, nargs="+" if many else 1, help=directories)
+    out_help = f"where it goes (default: the first directory's {default_out}/)"
+    parser.add_argument("--out", type=output_directory, required=not default_out, help=out_help)
+    args = parser.parse_args(argv[1:] if command else argv)
+    for directory in [] if module is export else args.directories:
+        if not directory.is_dir():
+            parser.error(f"{directory} is not a directory")
     try:
-        if module is export:
-            written, notes = export.export_runs(args.directories, out)
-        else:
-            written, notes = (
-                module.build(args.directories if many else args.directories[0], out),
-                [],
-            )
+        out = args.out or output_directory(str(args.directories[0] / default_out))
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"--out (default): {error}")
+    try:
+        written = module.build(args.directories if many else args.directories[0], out)
     except (ValueError, OSError) as error:
         parser.exit(2, f"error: {error}\n")
-    for note in notes:
-        print(f"note: {note}", file=sys.stderr)
     done = f"exported {len(written)} run(s) into {out}" if module is export else f"wrote {written}"
     print(done, file=sys.stderr)
     return written

@@ -30,11 +30,8 @@ def binned(
     position = np.clip(position, 0, bins - 1)
     counts = np.bincount(position, minlength=bins)
     sums = np.bincount(position, weights=values, minlength=bins)
-    curve = np.full(bins, np.nan)
-    last = np.nan
-    for j in range(bins):
-        last = sums[j] / counts[j] if counts[j] else last
-        curve[j] = last
+    last = np.maximum.accumulate(np.where(counts > 0, np.arange(bins), -1))  # the last point set
+    curve = np.where(last >= 0, sums[last] / np.maximum(counts[last], 1), np.nan)
     reached = total_steps if trained is None else trained
     curve[np.arange(1, bins + 1) * total_steps > reached * bins] = np.nan  # exact: no float
     return curve
@@ -93,15 +90,12 @@ class LearningSpeed:
 
 
 def learning_speed(
-    medians: dict[tuple[str, str], np.ndarray], random_scores: dict[str, float]
+    medians: dict[tuple[str, str], np.ndarray], random_scores
 ) -> list[LearningSpeed]:
-    """Figure 4 from the per-(game, variant) median curves.
-
-    Per game the baseline is the UNIFORM variant's median curve: its maximum is 100 % for the
-    left panel and its mean over all of training for the right one, so uniform itself reaches
-    100 % by the end. Games without a uniform run, or whose baseline equals the random score
-    (nothing to normalize by), are left out.
-    """
+    """Figure 4 from the (game, variant) -> median curves. Per game the baseline is the UNIFORM
+    variant's median curve: its maximum is 100 % for the left panel, its mean over all of
+    training for the right one, so uniform itself reaches 100 % by the end. Games without a
+    uniform run, or whose baseline is the random score (nothing to normalize by), are left out."""
     baselines = {}
     for (game, variant), curve in medians.items():
         reference = (np.nanmax(curve), np.nanmean(curve))
@@ -112,23 +106,12 @@ def learning_speed(
         games = sorted(g for g, v in medians if v == variant and g in baselines)
         if not games:
             continue
-        best = [
-            normalized(running_max(medians[g, variant]), random_scores[g], baselines[g][0])
-            for g in games
-        ]
-        mean = [
-            normalized(running_mean(medians[g, variant]), random_scores[g], baselines[g][1])
-            for g in games
-        ]
-        best_curve, mean_curve = median(best), median(mean)
-        speeds.append(
-            LearningSpeed(
-                variant,
-                len(games),
-                best_curve,
-                mean_curve,
-                equivalence_point(best_curve),
-                equivalence_point(mean_curve),
+        so_far = []
+        for i, accumulate in enumerate((running_max, running_mean)):
+            scores = [accumulate(medians[game, variant]) for game in games]
+            references = [(random_scores[game], baselines[game][i]) for game in games]
+            so_far.append(
+                median([normalized(s, *r) for s, r in zip(scores, references, strict=True)])
             )
-        )
+        speeds.append(LearningSpeed(variant, len(games), *so_far, *map(equivalence_point, so_far)))
     return speeds

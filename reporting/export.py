@@ -2,27 +2,25 @@
 
     python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results
 
-Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<budget>/ (e.g.
-results/pong/proportional/seed0_10M/), a run of another family below OUT/<family>/ (e.g.
-results/minatar/breakout/dqn-uniform/seed0_1M/), a run that has not finished (no final snapshot)
-to that name ending in `_unfinished`, which its export once finished replaces. The files: its
-config.yaml and provenance.yaml (copied; for a run from before runs recorded their provenance,
-one that says it is unknown), its periodic tests (evaluations.csv), its training episodes
-(training_returns.csv), how far it trained and whether it finished (trained.yaml); copied where
-the run has them, its changes.yaml and evaluate.py's reports on it. No checkpoint, snapshot or
-event file. The variant is the replay kind for a run with the paper's agent and replay settings,
-and names any other setting that differs (`artifacts.run_directory.variant_name`).
+Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<budget>/ (results/pong/proportional/
+seed0_10M/), a run of another family below OUT/<family>/ (results/minatar/breakout/dqn-uniform/
+seed0_1M/), a run that has not finished (no final snapshot) to that name ending in `_unfinished`,
+which its finished export replaces. Its files (`reporting.results`): config.yaml and
+provenance.yaml copied (one that says the code is unknown for a run from before runs recorded
+it), its periodic tests, its training episodes and how far it trained; copied where the run has
+them, changes.yaml and evaluate.py's reports. No checkpoint, snapshot or event file. The
+variant names what differs from the paper's agent and replay (`run_directory.variant_name`).
 
-Everything is checked before anything is written; each file is written whole or not at all
-(`artifacts.atomic`), config.yaml last, so an export that fails part-way leaves no file cut and
-no run without its files, and running it again works. This is the one reader of TensorBoard
-events: every report reads exported runs (`reporting.results`). An exported run given again is
-read from its own files.
+Everything is checked before anything is written, and each file written whole or not at all,
+config.yaml last: an export that fails part-way leaves no file cut and no run without its files,
+and running it again works. This is the one reader of TensorBoard events; an exported run given
+again is read from its own files.
 """
 
 import csv
 import io
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,19 +51,16 @@ class ExportError(ValueError):
 def destination(info: RunDirectory, out: Path, finished: bool) -> Path:
     """Where the run of `info` is exported below `out` (the module docstring's layout)."""
     below = out if info.family == results.ATARI_FAMILY else out / info.family
-    name = (
-        f"seed{info.seed}_{results.count_name(info.total_frames)}{'' if finished else UNFINISHED}"
-    )
-    return below / info.game / info.variant / name
+    budget = results.count_name(info.total_frames) + ("" if finished else UNFINISHED)
+    return below / info.game / info.variant / f"seed{info.seed}_{budget}"
 
 
 def read_events(directory: Path) -> tuple[dict, dict, list[str]]:
-    """(tag -> (steps, values) of every scalar, tag as given to add_text -> {step: text}, notes)
-    from the run's event files, every record checked first (TensorBoard's reader stops at a
-    damaged one without a word, dropping every later event): an ExportError names the first
-    that fails its checksum; a file that ends inside its last record (a run stopped while
-    writing it, or still running) gives a note. A step logged twice (a resumed run repeating a
-    stretch) keeps its last value. Nothing without a directory (a run that never logged)."""
+    """(tag -> (steps, values) of every scalar, tag of add_text -> {step: text}, notes) of the
+    event files, each record checked first (TensorBoard's reader drops, silently, every event
+    from a damaged one on): an ExportError names the first that fails its checksum, a file cut
+    inside its last record (a run stopped while writing it) gets a note. A step logged twice (a
+    resumed run repeating a stretch) keeps its last value."""
     if not directory.is_dir():
         return {}, {}, []
     notes = []
@@ -78,12 +73,9 @@ def read_events(directory: Path) -> tuple[dict, dict, list[str]]:
                 "events before it"
             )
         if damage is not None:
-            notes.append(
-                f"{damage}: the event there is not exported (a run stopped while writing it?)"
-            )
-    logged = events.EventAccumulator(
-        str(directory), size_guidance={events.SCALARS: 0, events.TENSORS: 0}
-    )
+            notes.append(f"{damage}: the event there is not exported (stopped while writing it?)")
+    every = {events.SCALARS: 0, events.TENSORS: 0}  # no reservoir sampling
+    logged = events.EventAccumulator(str(directory), size_guidance=every)
     logged.Reload()
     scalars = {}
     for tag in logged.Tags()[events.SCALARS]:
@@ -101,18 +93,15 @@ def read_events(directory: Path) -> tuple[dict, dict, list[str]]:
 
 
 def number(value: float) -> str:
-    """The shortest text that reads back as the same float32, TensorBoard's precision:
-    12.333333, not 12.333333015441895; 12, not 12.0."""
+    """The shortest text that reads back as the same float32: 12.333333, not 12.3333330154; 12."""
     return np.format_float_positional(np.float32(value), trim="-")
 
 
 def read_run(info: RunDirectory) -> tuple[ExportedRun, list[str]]:
-    """(the run's rows from its TensorBoard events, none for a run that logged nothing, with how
-    far it trained: its last step if it finished, else the last step it logged; notes on its
-    events); an exported run's as exported (`results.read_export`). Its files to copy are
-    checked. A periodic test's normalized score uses the no-op reference table, as the training
-    loop's `eval/normalized_score` does; absent values are empty cells, and so is the
-    normalized score of a game without human reference scores (MinAtar's)."""
+    """(the run as exported, from its events: trained to its last step if it finished, else to
+    the last step it logged; notes on its events), its files to copy checked; an exported run
+    as it is. A normalized score uses the no-op reference table as the training loop does; an
+    absent value, or a normalized score without human reference scores (MinAtar), is empty."""
     if not info.tensorboard.is_dir() and (info.path / TRAINING_RETURNS).is_file():
         return results.read_export(info), []
     results.whole_text(info.config_file)
@@ -143,39 +132,35 @@ def read_run(info: RunDirectory) -> tuple[ExportedRun, list[str]]:
     return ExportedRun(info, evaluations, returns, steps, finished), notes
 
 
-def collect(paths: Sequence[Path], out: Path) -> tuple[list[ExportedRun], list[str]]:
-    """(the runs below `paths` with something to export, notes on those left out and on scores
-    without a run's config); each run once, however many of `paths` hold it. Earlier exports
-    below `out` are not runs."""
+def collect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[ExportedRun], list[str]]:
+    """(the runs below `paths` (`read_run`), each once; notes on their events and on scores
+    without a run's config); earlier exports below `out` are not runs. An ExportError names a
+    path without a run."""
     infos, notes = {}, []
+
+    def outside(directory: Path) -> bool:
+        return out is None or Path(out).resolve() not in directory.resolve().parents
+
     for path in map(Path, paths):
         runs = find_runs(path) if path.is_dir() else []
         strays = results.stray_scores(path, runs) if path.is_dir() else []
-        found = [info for info in runs if Path(out).resolve() not in info.path.resolve().parents]
-        if not found:
+        if not any(outside(info.path) for info in runs):
+            where = " (outside --out)" if out else ""
             raise ExportError(
-                f"{path} holds no run: no config.yaml with a replay.kind below it (outside --out)"
+                f"{path} holds no run: no config.yaml with a replay.kind below it{where}"
             )
-        outside = [stray for stray in strays if Path(out).resolve() not in stray.resolve().parents]
-        notes += [f"{stray}: {results.STRAY}" for stray in outside]
-        infos.update((info.path.resolve(), info) for info in found)
+        notes += [f"{stray}: {results.STRAY}" for stray in strays if outside(stray)]
+        infos.update((info.path.resolve(), info) for info in runs if outside(info.path))
     runs = []
     for run, run_notes in map(read_run, infos.values()):
+        runs.append(run)
         notes += [f"{run.info.path}: {note}" for note in run_notes]
-        if run.evaluation_rows or run.return_rows:
-            runs.append(run)
-        else:
-            notes.append(
-                f"{run.info.path}: no `{EVAL_TAG}` or `{EPISODE_TAG}` logged, not exported"
-            )
-    if not runs:
-        raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
     return runs, notes
 
 
 def exported_config(target: Path) -> dict | None:
-    """The config of the run exported at `target`; None without one: no config.yaml, or one
-    that holds no run's (an export from before writes were whole, stopped while writing it)."""
+    """The config exported at `target`; None without a run's (an empty config.yaml is what an
+    export stopped before exports were written whole left)."""
     exported = RunDirectory(target)
     return exported.config if exported.config_file.is_file() and exported.kind else None
 
@@ -194,18 +179,15 @@ def check_destinations(runs: Sequence[ExportedRun], out: Path) -> None:
         claimed[target] = run
         # Settings, not bytes: a newer version may write the same settings in another order.
         if exported_config(target) not in (None, run.info.config):
-            raise ExportError(
-                f"{target} holds the export of a run with another config; delete it or choose "
-                "another --out"
-            )
+            another = "holds the export of a run with another config"
+            raise ExportError(f"{target} {another}; delete it or choose another --out")
         if (reason := unwritable_reason(target)) is not None:
             raise ExportError(f"cannot write {target}: {reason}")
 
 
 def write(run: ExportedRun, directory: Path) -> Path:
-    """The run's files into `directory` (made if needed), each whole or not at all, config.yaml
-    last; returns it. A run without a provenance.yaml gets one that records no start: its code
-    is unknown."""
+    """The run's files into `directory`, each whole or not at all, config.yaml last; returns
+    it. A run without a provenance.yaml gets one that records no start: its code is unknown."""
     info = run.info
     directory.mkdir(parents=True, exist_ok=True)
     for name, columns, rows in (
@@ -231,7 +213,7 @@ def write(run: ExportedRun, directory: Path) -> Path:
 
 def remove_unfinished(run: ExportedRun, out: Path) -> None:
     """A finished run's export replaces its unfinished one, if that is this run's (its config):
-    that export's files are removed, and its directory once empty."""
+    its files go, then its directory if empty."""
     earlier = destination(run.info, out, finished=False)
     if not run.finished or exported_config(earlier) != run.info.config:
         return
@@ -244,36 +226,24 @@ def remove_unfinished(run: ExportedRun, out: Path) -> None:
         earlier.rmdir()
 
 
-def export_scratch(directories: Sequence[Path], scratch: Path) -> tuple[dict[Path, Path], list]:
-    """Every run at or below `directories` (run directories or exports) written into `scratch`
-    for a report, at its path relative to its directory below that directory's number: not
-    export's own layout, where runs that differ in a setting the variant does not name (a
-    sweep over α) would share a destination. Returns (each copy's directory -> the run's own,
-    notes on scores without a run's config); raises ExportError for a directory without a
-    run."""
-    sources, notes = {}, []
-    for number, directory in enumerate(directories):
-        infos = find_runs(directory)
-        notes += [
-            f"{stray}: {results.STRAY}" for stray in results.stray_scores(Path(directory), infos)
-        ]
-        if not infos:
-            raise ExportError(
-                f"{directory} holds no run: no config.yaml with a replay.kind below it"
-            )
-        for info in infos:
-            target = scratch / str(number) / info.path.relative_to(directory)
-            sources[write(read_run(info)[0], target)] = info.path
-    return sources, notes
-
-
-def export_runs(paths: Sequence[Path], out: Path) -> tuple[list[Path], list[str]]:
-    """(the directories written, notes on the runs left out); raises ExportError before
+def build(paths: Sequence[Path], out: Path) -> list[Path]:
+    """Exports the runs below `paths` into `out`; returns the directories written. The notes
+    on runs left out (those that logged no score) go to stderr. Raises ExportError before
     writing anything."""
     runs, notes = collect(paths, out)
-    check_destinations(runs, out)
+    logged = [run for run in runs if run.evaluation_rows or run.return_rows]
+    notes += [
+        f"{run.info.path}: no `{EVAL_TAG}` or `{EPISODE_TAG}` logged, not exported"
+        for run in runs
+        if run not in logged
+    ]
+    if not logged:
+        raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
+    check_destinations(logged, out)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     written = []
-    for run in runs:
+    for run in logged:
         written.append(write(run, destination(run.info, out, run.finished)))
         remove_unfinished(run, out)
-    return written, notes
+    return written

@@ -2,31 +2,27 @@
 
     python -m reporting minatar results --out results/minatar_report
 
-Reads only the MinAtar runs that `python -m reporting export` wrote below RESULTS_DIR
-(minatar/<game>/<variant>/seed*/: config.yaml, training_returns.csv, evaluations.csv and
-trained.yaml) and writes into OUT one minatar_<game>.png per game (each variant's
-last-100-episode training return against frames, mean ± standard error over seeds, each seed
-thin, MinAtar's published DQN marked) and report.md: per game and variant at 0.5M and 1M
-frames (and the runs' budget), the training return and the periodic test's score over seeds,
-each prioritized variant's difference to uniform with a 95 % Welch interval, and the commits
-that made its runs. Runs may be unfinished: a run counts where it has trained, marked so. A
-variant whose runs differ in more than their seed (a sweep over α) is one row per setting
-(`report.Setting`); where they vary one number, minatar_<game>_<key>.png shows the return
-against it. The sweep report (`python -m reporting DIR`) writes this report for a sweep's
-MinAtar runs.
+Reads the exported MinAtar runs below RESULTS_DIR and writes into OUT one minatar_<game>.png
+per game (each setting's last-100-episode training return against frames, mean ± standard error
+over seeds, each seed thin, MinAtar's published DQN marked) and report.md: per game and setting
+at 0.5M and 1M frames and the runs' budget, the training return and the periodic test's score
+over seeds, each prioritized variant's difference to uniform with a 95 % Welch interval, and
+the commits that made its runs. A run counts where it trained, marked if unfinished. A
+variant's runs that differ in more than their seed (a sweep over α) are a row per setting; where
+they vary one number, minatar_<game>_<key>.png shows the return against it. The sweep report
+(`python -m reporting DIR`) writes this report for a sweep's MinAtar runs.
 """
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from envs.minatar import GAMES
 from reporting import minatar_seeds, report
-from reporting.minatar_seeds import GRID_POINTS, REFERENCE_FRAMES, Cell, baseline, cells_at
+from reporting.minatar_seeds import LAST_EPISODES, REFERENCE_FRAMES, Cell, baseline, cells_at
 from reporting.report import Group, format_interval, format_mean_error
-from reporting.results import TRAINING_RETURNS, count_name, read_runs
-from reporting.seed_statistics import LAST_EPISODES, RUNNING_AVERAGE_RATE
+from reporting.results import TRAINING_RETURNS, ExportedRun, count_name, read_runs
 
 FAMILY = "minatar"
 TARGET_ORDER = ("dqn", "double_dqn")  # MinAtar's published target first
@@ -36,7 +32,7 @@ COLUMNS = (
     "Δ last 100 vs uniform [95 % CI] | Δ running average vs uniform [95 % CI] | periodic test | "
     "Δ periodic test vs uniform [95 % CI] | code"
 )
-RATE = RUNNING_AVERAGE_RATE
+RATE = minatar_seeds.RUNNING_AVERAGE_RATE
 EXPLANATION = [
     f"*last 100*: per seed, the average return of its last {LAST_EPISODES} episodes that "
     "ended at or before the frame count (all of them while fewer had ended). *running "
@@ -96,7 +92,7 @@ def protocol(groups: Sequence[Group]) -> str:
 
     def epsilon_end(info) -> str:  # learning start + decay
         steps = [
-            info.setting("train", key) for key in ("learning_start_steps", "epsilon_decay_steps")
+            info.setting("train", f"{key}_steps") for key in ("learning_start", "epsilon_decay")
         ]
         return frames(None if None in steps else sum(steps) * info.frame_skip)
 
@@ -120,30 +116,13 @@ def cell_row(cell: Cell) -> str:
     if reference is not None and REFERENCE_FRAMES[0] in reference.returns:
         mark = "" if reference.comparable else " †"
         published = report.format_score(reference.returns[REFERENCE_FRAMES[0]]) + mark
-    last, running, test = (
-        "–" if versus is None else format_interval(*versus)
-        for versus in (
-            cell.last_versus_uniform,
-            cell.running_versus_uniform,
-            cell.test_versus_uniform,
-        )
-    )
+    versus = (cell.last_versus_uniform, cell.running_versus_uniform, cell.test_versus_uniform)
+    last, running, test = ("–" if v is None else format_interval(*v) for v in versus)
     seeds = f"{cell.seeds} of {len(group.runs)}{report.unfinished_mark(cell.reached)}"
     means = [format_mean_error(*cell.last), format_mean_error(*cell.running)]
-    return report.markdown_row(
-        [
-            game_title(group.game),
-            group.name,
-            seeds,
-            *means,
-            published,
-            last,
-            running,
-            format_mean_error(*cell.test),
-            test,
-            group.code,
-        ]
-    )
+    cells = [game_title(group.game), group.name, seeds, *means, published, last, running]
+    cells += [format_mean_error(*cell.test), test, group.code]
+    return report.markdown_row(cells)
 
 
 def checkpoint_section(groups: Sequence[Group], frames: int) -> list[str]:
@@ -160,8 +139,8 @@ def checkpoint_section(groups: Sequence[Group], frames: int) -> list[str]:
         ]
     found = []
     for cell in cells:
-        measures = [(f"last-{LAST_EPISODES} average", cell.last_versus_uniform)]
-        for measure, versus in [*measures, ("running average", cell.running_versus_uniform)]:
+        last = (f"last-{LAST_EPISODES} average", cell.last_versus_uniform)
+        for measure, versus in (last, ("running average", cell.running_versus_uniform)):
             if versus is None or not (versus[2] < 0 or versus[1] > 0):
                 continue  # NaN bounds compare False: no interval, no verdict
             side, verdict = ("below", "worse") if versus[2] < 0 else ("above", "better")
@@ -188,26 +167,11 @@ def checkpoint_section(groups: Sequence[Group], frames: int) -> list[str]:
     return [title, "", *report.table(COLUMNS, map(cell_row, cells)), "", *found, ""]
 
 
-def read_variants(
-    results_dir: Path, sources: Mapping[Path, Path] | None = None, name_others: bool = False
-) -> tuple[list[Group], list[str]]:
-    """(the exported MinAtar runs below `results_dir` by setting: games in MinAtar's order, per
-    game the published target first, uniform first, a variant's settings by their values;
-    notes on the runs left out, with `name_others` how many runs each other family has)."""
-    runs, others, strays = read_runs(results_dir, FAMILY, sources)
-    kept, notes = [], []
-    for run in runs:
-        if run.returns is not None and run.returns.size:
-            kept.append(run)
-        else:
-            missing = (
-                f"no {TRAINING_RETURNS} (not an exported run)"
-                if run.returns is None
-                else "no training episode"
-            )
-            notes.append(f"{run.name}: {missing}, left out")
+def read_variants(runs: Sequence[ExportedRun]) -> tuple[list[Group], list[str]]:
+    """(MinAtar `runs` by setting: games in MinAtar's order, per game the published target
+    first, uniform first, a variant's settings by their values; notes on the runs left out)."""
+    kept, notes = report.with_scores(runs, "returns", TRAINING_RETURNS, "training episode")
     groups, repeats = report.by_setting(kept)
-    notes += strays + repeats + (report.other_families(FAMILY, others) if name_others else [])
 
     def place(group: Group) -> tuple:
         target = group.runs[0].info.target_rule
@@ -215,7 +179,7 @@ def read_variants(
         rule = TARGET_ORDER.index(target) if target in TARGET_ORDER else len(TARGET_ORDER)
         return (game, group.game, rule, target, *group.order[1:])
 
-    return sorted(groups, key=place), notes
+    return sorted(groups, key=place), notes + repeats
 
 
 def figures(groups: Sequence[Group], frames: Sequence[int]) -> dict:
@@ -239,25 +203,16 @@ def figures(groups: Sequence[Group], frames: Sequence[int]) -> dict:
     return drawn
 
 
-def prepare(
-    results_dir: Path,
-    shown_as: str | None = None,
-    sources: Mapping[Path, Path] | None = None,
-    name_others: bool = True,
-    notes: Sequence[str] = (),
-) -> tuple[str, dict, list[str]]:
+def prepare(runs: Sequence[ExportedRun], notes: Sequence[str], name: str, shown_as: str = ""):
     """(report.md's text, its figures: file name -> what draws it, the notes on what was left
-    out) over the exported MinAtar runs below `results_dir`; a directory without any is a
-    one-line ValueError naming it. `shown_as` names the results in the report (default:
-    `results_dir`), `sources` the runs of a scratch export by their own directories. The notes
-    name each run left out, with `name_others` how many runs each other family has, and the
-    caller's `notes`."""
-    groups, left_out = read_variants(results_dir, sources, name_others)
+    out: those of `read_variants`, then the caller's `notes`) over MinAtar `runs`; `name`
+    names them in a one-line ValueError where none has a training episode, and `shown_as` (by
+    default `name` in backquotes) in the report."""
+    groups, left_out = read_variants(runs)
     if not groups:
         raise ValueError(
-            f"{shown_as or results_dir} holds no exported MinAtar run (config.yaml with env.kind "
-            "minatar beside a training_returns.csv); export runs with: "
-            "python -m reporting export RUN_DIR --out DIR"
+            f"{name} holds no exported MinAtar run (config.yaml with env.kind minatar beside a "
+            "training_returns.csv); export runs with: python -m reporting export RUN_DIR --out DIR"
         )
     notes = [*left_out, *notes]
     budget = max(run.info.total_frames for group in groups for run in group.runs)
@@ -266,18 +221,21 @@ def prepare(
     legend = (
         f"Per seed (thin lines) the average return of its last {LAST_EPISODES} episodes at "
         "each episode's end; thick: their mean over the seeds that trained that far, on "
-        f"{GRID_POINTS} equal steps of frames, with a ± standard-error band. Star: MinAtar's "
-        "published DQN at 1M frames; dashed line: at 5M frames (beyond these runs). Where a "
-        "variant's runs vary one number (a sweep's key), `minatar_<game>_<key>.png`: the "
-        "last-100 return at the largest frame count of the tables, mean ± standard error over "
-        "seeds, against it; dashed: the uniform variant's mean."
+        f"{minatar_seeds.GRID_POINTS} equal steps of frames, with a ± standard-error band. "
+        "Star: MinAtar's published DQN at 1M frames; dashed line: at 5M frames (beyond these "
+        "runs). Where a variant's runs vary one number (a sweep's key), "
+        "`minatar_<game>_<key>.png`: the last-100 return at the largest frame count of the "
+        "tables, mean ± standard error over seeds, against it; dashed: the uniform variant's "
+        "mean."
     )
     body = [*EXPLANATION, *(line for count in frames for line in checkpoint_section(groups, count))]
-    title = f"MinAtar: prioritized against uniform replay: {shown_as or f'`{results_dir}`'}"
+    title = f"MinAtar: prioritized against uniform replay: {shown_as or f'`{name}`'}"
     intro = ". " + protocol(groups)
     return report.document(title, intro, groups, body, drawn, notes, legend), drawn, notes
 
 
-def build(results_dir: Path, out: Path, **options) -> Path:
-    """Writes the report (`prepare`, with its `options`) into `out`; returns report.md's path."""
-    return report.write_report(out, *prepare(results_dir, **options))
+def build(results_dir: Path, out: Path) -> Path:
+    """Writes the report on the MinAtar runs exported below `results_dir` into `out`; returns
+    report.md's path."""
+    runs, notes = read_runs(results_dir, FAMILY)
+    return report.write_report(out, *prepare(runs, notes, str(results_dir)))

@@ -2,17 +2,15 @@
 
     python -m reporting published results --out results/report
 
-Reads the Atari runs that `python -m reporting export` wrote and writes into OUT, per game,
-published_<game>.png (each setting's periodic-test score against frames, median and min–max
-over runs, with Dopamine's curves over the same frames) and training_<game>.png (each setting's
-mean training return per 1M-frame iteration, the measure Dopamine published, beside its
-curves), and report.md (per game and setting, the test score at the last frame count all its
-runs share, and the training return of the last iteration all its runs completed; per run, its
-evaluation after training by `python evaluate.py RUN_DIR`, where it has one). A setting is a
-variant and what else tells its runs apart (`report.Group`: a budget, a β schedule): only seeds
-are pooled. Dopamine's curves are training returns under another protocol (sticky actions, no
-no-op starts, ε at 0.01 after 1M frames; reporting/data/README.md): a reference for the order
-of magnitude only.
+Reads the exported Atari runs and writes into OUT, per game, published_<game>.png (each
+setting's periodic-test score against frames, median and min–max over runs, with Dopamine's
+curves) and training_<game>.png (the mean training return per 1M-frame iteration, the measure
+Dopamine published), and report.md (per game and setting, the test score at the last frame
+count all its runs share, the training return of the last iteration all completed; per run,
+its evaluation by `python evaluate.py RUN_DIR`, where it has one). A setting is a variant and
+what else tells its runs apart (a budget, a β schedule): only seeds are pooled. Dopamine's
+curves are training returns under another protocol (reporting/data/README.md): a reference for
+the order of magnitude only.
 """
 
 import functools
@@ -24,11 +22,70 @@ import numpy as np
 
 from envs.games import resolve_game
 from evaluation.scores import normalized_score, reference_scores
-from reporting import dopamine, report
-from reporting.dopamine import DOPAMINE_AGENTS, Band, band_over, dopamine_at
-from reporting.results import ATARI_FAMILY, EVALUATIONS, ExportedRun, count_name, read_runs
+from reporting import report, results
+from reporting.results import ExportedRun, count_name
 
 NOOP = "noop"  # evaluate.py's default protocol, whose reference scores the report uses
+DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
+DOPAMINE_AGENTS = ("DQN", "Rainbow")
+ITERATION_FRAMES = 1_000_000  # Dopamine's iteration: its curves' points are 1M frames apart
+
+
+@dataclass(frozen=True)
+class Band:
+    """A curve against frames: the median and the min–max range over runs."""
+
+    frames: np.ndarray
+    median: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def until(self, frames: int) -> "Band":
+        keep = self.frames <= frames
+        return Band(self.frames[keep], self.median[keep], self.low[keep], self.high[keep])
+
+    def cell(self, index: int) -> str:
+        return report.format_interval(self.median[index], self.low[index], self.high[index])
+
+
+@functools.cache
+def dopamine_curves() -> dict[tuple[str, str], Band]:
+    """(ROM id, agent) -> Dopamine's curve; its game names (`mspacman`) resolve like ours."""
+    rows: dict[tuple[str, str], list[tuple[float, ...]]] = {}
+    columns = ("frames", "median_return", "min_return", "max_return")
+    for row in results.packaged_rows(DOPAMINE_CSV):
+        key = (resolve_game(row["game"]).rom_id, row["agent"])
+        rows.setdefault(key, []).append(tuple(float(row[column]) for column in columns))
+    return {key: Band(*np.array(sorted(points)).T) for key, points in rows.items()}
+
+
+def band_over(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> Band:
+    """(frames, values) curves -> their band over the union of their frame counts, each point
+    over the curves that have it."""
+    frames = np.unique(np.concatenate([f for f, _ in curves]))
+    points = [[v[f == at][0] for f, v in curves if at in f] for at in frames]
+    return Band(frames, *(np.array([op(p) for p in points]) for op in (np.median, np.min, np.max)))
+
+
+def iteration_means(frames: np.ndarray, returns: np.ndarray, trained_frames: int) -> tuple:
+    """(k·I, mean return of the training episodes that ended in ((k − 1)·I, k·I]) for each
+    iteration k of I = 1M frames that the run completed (k·I ≤ `trained_frames`) and in which
+    an episode ended: Dopamine's measure, an episode counted in the iteration it ends in."""
+    iteration = -(-np.asarray(frames) // ITERATION_FRAMES)  # ceil: an end at k·I is in k
+    complete = np.arange(1, trained_frames // ITERATION_FRAMES + 1)
+    present = complete[np.isin(complete, iteration)]
+    means = np.array([np.mean(returns[iteration == k]) for k in present])
+    return present * ITERATION_FRAMES, means
+
+
+def dopamine_at(game: str, frames: int) -> tuple[int | None, dict[str, Band]]:
+    """(Dopamine's last frame count ≤ `frames`, each agent's curve up to it); (None, {}) for a
+    game Dopamine did not publish or a run shorter than its first point."""
+    published = {agent: dopamine_curves().get((game, agent)) for agent in DOPAMINE_AGENTS}
+    curves = {agent: band.until(frames) for agent, band in published.items() if band is not None}
+    curves = {agent: band for agent, band in curves.items() if band.frames.size}
+    last = max((int(band.frames[-1]) for band in curves.values()), default=None)
+    return last, curves
 
 
 @dataclass(frozen=True)
@@ -47,12 +104,17 @@ class Variant:
         """The group's setting but its budget, which has its own column and legend."""
         return self.group.named((report.BUDGET_KEY,))
 
+    @property
+    def legend(self) -> str:
+        """Its name in a figure, with its budget: a variant at two budgets is two experiments."""
+        return f"{report.label(self.name)}, {count_name(self.group.runs[0].info.total_frames)}"
+
 
 def variant(group: report.Group) -> Variant:
     shared = functools.reduce(np.intersect1d, (run.tests.frames for run in group.runs))
     returns = [run for run in group.runs if run.returns is not None]
     iterations = [
-        dopamine.iteration_means(run.returns.frames, run.returns.values, run.trained_frames)
+        iteration_means(run.returns.frames, run.returns.values, run.trained_frames)
         for run in returns
     ]
     iterations = [curve for curve in iterations if curve[0].size]
@@ -86,7 +148,7 @@ def variant_row(variant: Variant) -> str:
 
 def training_row(variant: Variant) -> str:
     """One row of the training-return table: at the last iteration every run completed."""
-    game, runs, iteration = variant.group.game, variant.group.runs, dopamine.ITERATION_FRAMES
+    game, runs, iteration = variant.group.game, variant.group.runs, ITERATION_FRAMES
     trained = [f"{r.trained_frames / 1e6:.2f}M of {count_name(r.info.total_frames)}" for r in runs]
     cells = [resolve_game(game).name, variant.name, str(len(runs)), ", ".join(trained)]
     at = min(run.trained_frames // iteration * iteration for run in runs)
@@ -171,8 +233,7 @@ def markdown(variants: Sequence[Variant]) -> list[str]:
 
 def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title: str) -> None:
     """One game: each variant's band (median, min–max over runs) of `bands` and Dopamine's
-    published curves dashed, against frames. A variant at two budgets is two experiments:
-    each its own colour and legend."""
+    published curves dashed, against frames."""
     figure, panel = report.axes(7, 4.5)
 
     def draw(band: Band, colour: str, legend: str, **line) -> None:
@@ -180,17 +241,12 @@ def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title
         panel.plot(millions, band.median, color=colour, label=legend, linewidth=1.5, **line)
         panel.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
 
-    runs = [f"{len(v.group.runs)} run{'s' * (len(v.group.runs) != 1)}" for v in variants]
-    budgets = [count_name(v.group.runs[0].info.total_frames) for v in variants]
-    names = [
-        f"{report.label(v.name)}, {budget}" for v, budget in zip(variants, budgets, strict=True)
-    ]
-    colours = report.variant_colours(
-        [(n, v.group.kind) for n, v in zip(names, variants, strict=True)]
-    )
-    for name, count, band in zip(names, runs, bands, strict=True):
+    colours = report.variant_colours([(v.legend, v.group.kind) for v in variants])
+    for variant, band in zip(variants, bands, strict=True):
+        count = len(variant.group.runs)
         if band is not None:
-            draw(band, colours[name], f"{name} frames ({count})", marker=".")
+            legend = f"{variant.legend} frames ({count} run{'s' * (count != 1)})"
+            draw(band, colours[variant.legend], legend, marker=".")
     for agent, band in references.items():  # markers: a short run overlaps one Dopamine point
         legend = f"Dopamine {agent} (training returns, sticky actions; reference only)"
         draw(band, report.DOPAMINE_COLOURS[agent], legend, linestyle="--", marker="x")
@@ -207,16 +263,9 @@ def build(results_dir: Path, out: Path) -> Path:
     """Writes the figures and report.md into `out`; returns report.md's path. Runs without a
     periodic test, and runs of other families (Dopamine published Atari games; the human
     reference scores are Atari's), are left out with a note."""
-    runs, others, strays = read_runs(results_dir, ATARI_FAMILY)
-    tested = [run for run in runs if run.tests is not None and run.tests.size]
-    notes = [
-        f"{run.name}: no {EVALUATIONS} (not an exported run), left out"
-        if run.tests is None
-        else f"{run.name}: no periodic test, left out"
-        for run in runs
-        if run not in tested
-    ]
-    notes += strays + report.other_families(ATARI_FAMILY, others)
+    runs, found = results.read_runs(results_dir, results.ATARI_FAMILY)
+    tested, notes = report.with_scores(runs, "tests", results.EVALUATIONS, "periodic test")
+    notes += found
     if not tested:
         detail = f" ({'; '.join(notes)})" if notes else ""
         raise ValueError(
@@ -230,14 +279,12 @@ def build(results_dir: Path, out: Path) -> Path:
         ours = [v for v in variants if v.group.game == game]
         references = dopamine_at(game, max(int(v.band.frames[-1]) for v in ours))[1]
         plot = functools.partial(plot_game, ours, references=references)
-        figures[f"published_{game}.png"] = functools.partial(
-            plot, [v.band for v in ours], title="periodic test (no-op starts)"
-        )
-        if any(v.training is not None for v in ours):
+        tests, training = [v.band for v in ours], [v.training for v in ours]
+        title = "periodic test (no-op starts)"
+        figures[f"published_{game}.png"] = functools.partial(plot, tests, title=title)
+        if any(band is not None for band in training):
             title = "training return per 1M-frame iteration"
-            figures[f"training_{game}.png"] = functools.partial(
-                plot, [v.training for v in ours], title=title
-            )
+            figures[f"training_{game}.png"] = functools.partial(plot, training, title=title)
     intro = (
         ". *Score*: the mean score of the periodic test (`eval/score`: no-op starts, ε-greedy, "
         "the run's `evaluation` settings) at *frames*, the last frame count at which every run "

@@ -1,15 +1,11 @@
-"""What every report kind (published, MinAtar, sweep) shares, so that each gives only its own
-sections and figures: its runs grouped by setting, the document around its sections, its
-tables' cells, its figures' colours and frames, and the writing of its files.
-
-A `Group` is the runs of one setting: a game, a variant, and the values of the settings that
-tell that variant's runs of the game apart (a sweep's keys, a budget), so that only runs that
-differ in their seed alone are pooled as seeds. An unfinished run (`results.ExportedRun`) is
-marked wherever it is counted, and listed with how far it trained.
-"""
+"""The one report builder: what every report kind (published, MinAtar, sweep) shares, so that
+each gives only its sections and figures. Runs are grouped by setting (`Group`), so that only
+runs that differ in their seed alone are pooled; an unfinished run is marked wherever it is
+counted and listed with how far it trained; files are written whole, after all is computed."""
 
 import io
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +20,11 @@ from reporting.results import ExportedRun, kind_key
 POOLED_KEYS = ("seed", "env.game")  # their runs are pooled (seeds) or reported apart (games)
 BUDGET_KEY = "train.total_steps"
 INERT_KEY = "replay.importance_exponent_final_step"  # no difference where `settings_of` drops it
-FAMILIES = {"atari": ("Atari", "published"), "minatar": ("MinAtar", "minatar")}  # name, command
 
 
 def settings_of(config: dict, prefix: str = "") -> dict[str, object]:
-    """A run config's settings by dotted key (`replay.priority_exponent`), as runs are told
-    apart: where β is constant (uniform replay, a β held) its end step changes nothing and is
-    left out."""
+    """A config's settings by dotted key, as runs are told apart: where β is constant (uniform
+    replay, a β held) its end step changes nothing, and is left out."""
     flat = {}
     for key, value in config.items():
         nested = isinstance(value, dict)
@@ -53,10 +47,10 @@ def setting_text(settings: dict[str, object], key: str) -> str:
 
 
 def varied_keys(infos) -> dict[tuple[str, str, int], tuple[str, ...]]:
-    """(game, variant, budget in steps) -> the keys, but POOLED_KEYS, whose values differ between
-    those runs, and BUDGET_KEY where the variant's runs of the game have several budgets: what
-    tells them apart. A key that differs only between budgets (a budget preset's test period)
-    is named by the budget; one that differs between games alone (a device) names nothing."""
+    """(game, variant, budget) -> the keys but POOLED_KEYS whose values differ between those
+    runs, and BUDGET_KEY where the variant's runs of the game have several budgets. A key that
+    differs only between budgets (a preset's test period) is named by the budget, one that
+    differs only between games (a device) by nothing."""
     configs: dict[tuple[str, str, int], list[dict[str, object]]] = {}
     for info in infos:
         place = (info.game, info.variant, info.total_steps)
@@ -71,18 +65,18 @@ def varied_keys(infos) -> dict[tuple[str, str, int], tuple[str, ...]]:
     return varied
 
 
-def _order(text: str) -> tuple:
-    """Numbers by value before any other text."""
+def as_number(text: str) -> float | None:
+    """A setting's text as a number; None where it is none."""
     try:
-        return (0, float(text), "")
+        return float(text)
     except ValueError:
-        return (1, 0.0, text)
+        return None
 
 
 @dataclass(frozen=True)
 class Group:
-    """The runs of one setting, by seed: they differ in their seed alone. `values`: (dotted
-    key, value as `setting_text` writes it) of each key `varied_keys` gives their place."""
+    """The runs of one setting, by seed: they differ in their seed alone. `values`: (key, its
+    `setting_text`) for each key `varied_keys` gives their place."""
 
     game: str
     variant: str
@@ -91,8 +85,7 @@ class Group:
 
     @property
     def name(self) -> str:
-        """The variant, then `key=value` for each varied key: `dqn-proportional
-        replay.priority_exponent=0.4`."""
+        """The variant, then each `key=value`: `dqn-proportional replay.priority_exponent=0.4`."""
         return self.named()
 
     def named(self, shown_apart: Sequence[str] = ()) -> str:
@@ -111,20 +104,19 @@ class Group:
 
     @property
     def order(self) -> tuple:
-        """By game, then replay kind in the paper's order, then variant, then values (numbers
-        by value)."""
-        values = tuple(_order(value) for _, value in self.values)
-        return (self.game, kind_key(self.kind), self.variant, values)
+        """By game, replay kind in the paper's order, variant, then values (numbers by value)."""
+        values = [(value, as_number(value)) for _, value in self.values]
+        ordered = tuple((1, 0.0, v) if n is None else (0, n, "") for v, n in values)
+        return (self.game, kind_key(self.kind), self.variant, ordered)
 
 
 def by_setting(runs: Sequence[ExportedRun]) -> tuple[list[Group], list[str]]:
     """(a `Group` per setting, its runs by seed, a finished run before an unfinished one; a note
-    on each run left out as a repeat: the setting and seed of a run kept). Each report orders
-    the groups."""
+    on each run left out as a repeat of a run kept: its setting and seed)."""
     varied = varied_keys([run.info for run in runs])
     groups: dict[tuple, list[ExportedRun]] = {}
     notes = []
-    for run in sorted(runs, key=lambda run: (run.info.seed, not run.finished, str(run.name))):
+    for run in sorted(runs, key=lambda run: (run.info.seed, not run.finished, str(run.info.path))):
         info, settings = run.info, settings_of(run.info.config)
         keys = varied[info.game, info.variant, info.total_steps]
         place = (info.game, info.variant, tuple((k, setting_text(settings, k)) for k in keys))
@@ -133,18 +125,17 @@ def by_setting(runs: Sequence[ExportedRun]) -> tuple[list[Group], list[str]]:
         if twin is None:
             members.append(run)
         else:
-            repeat = f"the same settings and seed as {twin.name}, left out (only seeds are pooled)"
-            notes.append(f"{run.name}: {repeat}")
+            twin = f"the same settings and seed as {twin.info.path}"
+            notes.append(f"{info.path}: {twin}, left out (only seeds are pooled)")
     return [Group(*place, tuple(members)) for place, members in groups.items()], notes
 
 
-def other_families(family: str, others: Mapping[str, int]) -> list[str]:
-    """A note per other family's runs: how many, and the report that reads them."""
-    name = FAMILIES[family][0]
-    return [
-        f"{count} {other} run(s) left out (not {name}): python -m reporting {FAMILIES[other][1]}"
-        for other, count in others.items()
-    ]
+def with_scores(runs, scores: str, file: str, what: str) -> tuple[list[ExportedRun], list[str]]:
+    """(the `runs` with a row of `scores` (`tests`, `returns`), a note on each other one)."""
+    kept = [run for run in runs if getattr(run, scores) is not None and getattr(run, scores).size]
+    missing = {run: getattr(run, scores) is None for run in runs if run not in kept}
+    reason = {True: f"no {file} (not an exported run)", False: f"no {what}"}
+    return kept, [f"{run.info.path}: {reason[none]}, left out" for run, none in missing.items()]
 
 
 def format_score(value: float | None) -> str:
@@ -180,18 +171,31 @@ def unfinished_mark(runs: Iterable[ExportedRun]) -> str:
 
 
 def document(title, intro, groups, body, figures, notes, legend: str = "") -> str:
-    """A report.md: its `title`, how many runs in how many groups and games, `intro`, `body`
-    (the report's own lines, each section ending with an empty line), the `figures` under
-    `## Figures` after their `legend`, the code that made the runs, the unfinished runs with how
-    far they trained, and the `notes` on what was left out. Ends with a newline."""
+    """A report.md: `title`, how many runs in how many groups and games, `intro`, `body` (each
+    section ending with an empty line), the `figures` after their `legend`, each distinct code
+    and set of libraries that made the runs (their provenance), the unfinished runs with how far
+    they trained, and the `notes`."""
     runs = [run for group in groups for run in group.runs]
     games = len({group.game for group in groups})
     count = f"Runs: {len(runs)}{unfinished_mark(runs)} in {len(groups)} game × variant groups"
     lines = [f"# {title}", "", f"{count}; games: {games}{intro}", "", *body, "## Figures", ""]
     lines += [legend, ""] if legend else []
-    lines += [*(f"![{name}]({name})" for name in figures), "", *code_section(runs)]
+    codes = Counter((run.info.provenance.code, run.info.provenance.libraries) for run in runs)
+    lines += [
+        *(f"![{name}]({name})" for name in figures),
+        "",
+        "## Code",
+        "",
+        "What made the runs (each run's provenance.yaml): the project's commit at each start "
+        "of the run, `-dirty` where tracked files differed from it, and the libraries' "
+        "versions; `unknown` for a run, or the part of one, made before runs recorded this.",
+        "",
+        *table(
+            "code | libraries | runs", (markdown_row([*key, str(n)]) for key, n in codes.items())
+        ),
+    ]
     unfinished = [
-        f"- {run.name}: trained {run.trained_frames:,} of {run.info.total_frames:,} frames "
+        f"- {run.info.path}: trained {run.trained_frames:,} of {run.info.total_frames:,} frames "
         f"({run.steps:,} of {run.info.total_steps:,} steps)"
         for run in runs
         if not run.finished
@@ -211,26 +215,6 @@ def document(title, intro, groups, body, figures, notes, legend: str = "") -> st
     return "\n".join(lines) + "\n"
 
 
-def code_section(runs: Iterable[ExportedRun]) -> list[str]:
-    """A report's `## Code` section: each distinct code and set of library versions among the
-    runs' provenance (`artifacts.provenance`), with how many runs it made."""
-    counts: dict[tuple[str, str], int] = {}
-    for provenance in (run.info.provenance for run in runs):
-        key = (provenance.code, provenance.libraries)
-        counts[key] = counts.get(key, 0) + 1
-    return [
-        "## Code",
-        "",
-        "What made the runs (each run's provenance.yaml): the project's commit at each start "
-        "of the run, `-dirty` where tracked files differed from it, and the libraries' "
-        "versions; `unknown` for a run, or the part of one, made before runs recorded this.",
-        "",
-        *table(
-            "code | libraries | runs", (markdown_row([*key, str(n)]) for key, n in counts.items())
-        ),
-    ]
-
-
 # The paper's colours: black uniform, red rank-based, blue proportional.
 COLOURS = {"uniform": "black", "rank_based": "red", "proportional": "blue"}
 LABELS = {"uniform": "uniform (Double DQN)", "rank_based": "rank-based"}
@@ -245,9 +229,8 @@ def label(name: str) -> str:
 
 
 def variant_colours(variants: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """(variant name, replay kind) in drawing order -> colour: the first variant of each kind
-    the paper's colour of its kind, every other one the next of OTHER_COLOURS, so that no two
-    variants of one figure share a colour (up to their number)."""
+    """(variant name, replay kind) in drawing order -> colour: the first of each kind its paper's
+    colour, every other one the next of OTHER_COLOURS: no two share one (up to their number)."""
     colours, spare = {}, iter(OTHER_COLOURS)
     for name, kind in variants:
         taken = COLOURS.get(kind) in colours.values() or kind not in COLOURS
@@ -256,18 +239,15 @@ def variant_colours(variants: Sequence[tuple[str, str]]) -> dict[str, str]:
 
 
 def axes(width: float, height: float, **grid) -> tuple[Figure, object]:
-    """A figure of `width` × `height` inches and its axes (`grid`: subplots' arguments), with
-    matplotlib's `Figure`: no pyplot, so no global state and no display backend."""
+    """A figure and its axes (`grid`: subplots' arguments): matplotlib's `Figure`, no pyplot's
+    global state or display backend."""
     figure = Figure(figsize=(width, height), dpi=100)
     return figure, figure.subplots(**grid)
 
 
 def finish(panel, title: str, xlabel: str, ylabel: str | None, size: float = 7, **legend) -> None:
     """Title, axis labels, a light grid and the legend (`size`-point type) of one panel."""
-    panel.set_title(title)
-    panel.set_xlabel(xlabel)
-    if ylabel is not None:
-        panel.set_ylabel(ylabel)
+    panel.set(title=title, xlabel=xlabel, ylabel=ylabel or panel.get_ylabel())
     panel.grid(True, alpha=0.3)
     panel.legend(fontsize=size, **legend)
 
@@ -281,9 +261,8 @@ def save(figure: Figure, path: Path) -> None:
 
 
 def write_report(out: Path, text: str, figures: Mapping[str, Callable], notes) -> Path:
-    """Draws each figure (`figures`: file name -> what draws it there) and writes `text` as
-    report.md into `out`, everything having been read and computed; returns report.md's path.
-    The notes on what was left out go to stderr too, so that nothing is left out unseen."""
+    """Draws `figures` (file name -> what draws it there) and writes `text` as report.md into
+    `out`; returns report.md's path. The notes go to stderr too: nothing is left out unseen."""
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)

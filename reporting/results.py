@@ -1,26 +1,22 @@
 """Exported runs: the files `python -m reporting export` writes, and the one reader of them.
 
-Every report reads runs through `read_runs`, with the family it reports (`atari`, `minatar`) as
-a parameter; none reads TensorBoard events (the sweep report reads a scratch export). An export
-is a run directory (`artifacts.run_directory`) holding the run's config.yaml, provenance.yaml,
-`evaluations.csv` (a row per periodic test), `training_returns.csv` (a row per training
-episode), `trained.yaml` (how far it trained, whether it finished: wrote its final snapshot),
-and where the run has them its changes.yaml and evaluate.py's reports on it. Rows are by
-increasing step, one per step; a value is the shortest decimal that reads back as TensorBoard's
-float32, and is read as that decimal (12.333333, not 12.333333015).
-
-A file is read whole or not at all: a one-line ValueError names a text file whose last line has
-no end (cut short: every writer of these files ends it so), a CSV file with another header, a
-row with another number of cells, a step out of order or a cell that is no number, a YAML or
-JSON file that is not what it should be, and scores beyond what trained.yaml records (an export
-stopped part-way). An export from before trained.yaml finished if its last periodic test is at
-its last step, and trained as far as its last row.
+The reports read exported runs through `read_runs`, the family (`atari`, `minatar`) a parameter.
+An export is a run directory (`artifacts.run_directory`) holding the run's config.yaml,
+provenance.yaml, `evaluations.csv` (a row per periodic test), `training_returns.csv` (a row per
+training episode), `trained.yaml` (how far it trained, whether it finished: wrote its final
+snapshot), and where the run has them its changes.yaml and evaluate.py's reports on it. Rows
+are by increasing step, one per step, each value the shortest decimal that reads back as
+TensorBoard's float32 (12.333333, not 12.333333015). A file is read whole or refused in one line
+naming it: cut short (no line break at its end: every writer of these files ends it so), not
+what export writes, or with scores beyond what trained.yaml records (an export stopped
+part-way). An export from before trained.yaml finished if its last periodic test is at its last
+step, and trained as far as its last row.
 """
 
 import csv
 import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,6 +34,8 @@ RETURN_COLUMNS = ["step", "frames", "return"]
 # others go below OUT/<family>/, since their game names overlap Atari's (MinAtar has a Breakout).
 ATARI_FAMILY = "atari"
 KIND_ORDER = ("uniform", "rank_based", "proportional")  # the paper's order in tables
+# Each family's name in a report and the command that reports it.
+FAMILIES = {ATARI_FAMILY: ("Atari", "published"), "minatar": ("MinAtar", "minatar")}
 STRAY = "scores without a run's config.yaml (an export stopped before writing it?), left out"
 
 
@@ -61,8 +59,7 @@ def packaged_rows(file_name: str) -> list[dict[str, str]]:
 
 
 def whole_text(path: Path) -> str:
-    """The text of the file at `path`; a one-line ValueError where it is unreadable or cut
-    short (its last line without a break)."""
+    """The file's text; a one-line ValueError where it is unreadable or cut short."""
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -82,8 +79,8 @@ def read_yaml(path: Path, what: str):
 
 
 def read_table(path: Path, columns: Sequence[str], value: str) -> list[list[str]] | None:
-    """The rows below the header of the exported CSV file at `path`, each checked (the module
-    docstring), `value` a column no row leaves empty; None without the file."""
+    """The rows below the exported CSV file's header, checked (the module docstring; no row
+    leaves the `value` column empty); None without the file."""
     if not path.is_file():
         return None
     rows = list(csv.reader(whole_text(path).splitlines()))
@@ -122,14 +119,10 @@ def read_snapshot_evaluation(path: Path) -> SnapshotEvaluation:
     runs = document.get("runs") if isinstance(document, dict) else None
     run = runs[0] if isinstance(runs, list) and len(runs) == 1 else None
     known = run if isinstance(run, dict) else {}
-    numbers = [
-        "frames",
-        "episodes",
-        "mean",
-        "std",
-        *["normalized"] * (known.get("normalized") is not None),
-    ]
-    wrong = [key for key in numbers if type(known.get(key)) not in (int, float)]  # a bool is not
+    numbers = {key: known.get(key) for key in ("frames", "episodes", "mean", "std", "normalized")}
+    if numbers["normalized"] is None:  # a raw-score protocol's
+        del numbers["normalized"]
+    wrong = [key for key, value in numbers.items() if type(value) not in (int, float)]  # no bool
     if run is None:
         count = len(runs) if isinstance(runs, list) else "no"
         problem = f"{count} runs' scores where a run directory's report has one"
@@ -138,7 +131,7 @@ def read_snapshot_evaluation(path: Path) -> SnapshotEvaluation:
     elif not isinstance(run, dict):
         problem = f"runs[0] is {run!r}, not an object"
     elif wrong:
-        problem = f"runs[0].{wrong[0]} is {known.get(wrong[0])!r}, not a number"
+        problem = f"runs[0].{wrong[0]} is {numbers[wrong[0]]!r}, not a number"
     else:
         try:
             return SnapshotEvaluation(document["snapshot"], RunScore(**run))
@@ -155,16 +148,14 @@ def check_changes(path: Path) -> None:
 
 def check_score_table(path: Path) -> None:
     """A CSV report of evaluate.py starts with the header of one of its tables."""
-    if tuple(next(csv.reader(whole_text(path).splitlines()), ())) not in (
-        GAME_COLUMNS,
-        RAW_GAME_COLUMNS,
-    ):
+    header = tuple(next(csv.reader(whole_text(path).splitlines()), ()))
+    if header not in (GAME_COLUMNS, RAW_GAME_COLUMNS):
         raise ValueError(f"{path} is not evaluate.py's report: its header is not a score table's")
 
 
 def copied_files(info: RunDirectory) -> tuple[Path, ...]:
-    """The run's files an export copies as they are: evaluate.py's reports on it and its
-    changes.yaml, those it has; each checked, and its provenance.yaml (copied too)."""
+    """The run's files an export copies as they are, those it has: evaluate.py's reports and
+    its changes.yaml; each checked, and its provenance.yaml too."""
     if info.provenance_file.is_file():
         recorded = read_yaml(info.provenance_file, "provenance")
         if not (isinstance(recorded, dict) and isinstance(recorded.get("starts"), list)):
@@ -202,20 +193,14 @@ def series(rows: list[Sequence[str]] | None, column: int) -> Series | None:
 
 @dataclass(frozen=True, eq=False)
 class ExportedRun:
-    """One run as exported: its rows (None without the file), how far it trained in agent
-    steps, and whether it finished. `source`: the directory to name it by where it is not its
-    own (a scratch export's run: its run directory). Runs are told apart by identity."""
+    """One run as exported: its rows (None without the file), the agent steps it trained, and
+    whether it finished. Runs are told apart by identity."""
 
     info: RunDirectory
     evaluation_rows: list[Sequence[str]] | None
     return_rows: list[Sequence[str]] | None
     steps: int
     finished: bool
-    source: Path | None = None
-
-    @property
-    def name(self) -> Path:
-        return self.source or self.info.path
 
     @functools.cached_property
     def tests(self) -> Series | None:
@@ -237,7 +222,7 @@ class ExportedRun:
         return read_snapshot_evaluation(path) if path.is_file() else None
 
 
-def read_export(info: RunDirectory, source: Path | None = None) -> ExportedRun:
+def read_export(info: RunDirectory) -> ExportedRun:
     """The exported run at `info`, every file checked (the module docstring)."""
     whole_text(info.config_file)
     copied_files(info)
@@ -247,11 +232,10 @@ def read_export(info: RunDirectory, source: Path | None = None) -> ExportedRun:
     record = info.path / TRAINED
     if not record.is_file():  # an export from before the record: a last test at the last step
         finished = bool(evaluations) and int(evaluations[-1][0]) == info.total_steps
-        return ExportedRun(info, evaluations, returns, logged, finished, source)
+        return ExportedRun(info, evaluations, returns, logged, finished)
     trained = read_yaml(record, "record of training")
-    steps, finished = (
-        trained.get(key) if isinstance(trained, dict) else None for key in ("steps", "finished")
-    )
+    trained = trained if isinstance(trained, dict) else {}
+    steps, finished = trained.get("steps"), trained.get("finished")
     if isinstance(steps, bool) or not (isinstance(steps, int) and isinstance(finished, bool)):
         raise ValueError(f"{record} is not an export's: it needs steps (a count) and finished")
     if logged > steps:
@@ -259,38 +243,30 @@ def read_export(info: RunDirectory, source: Path | None = None) -> ExportedRun:
             f"{record} records {steps} steps, but the scores reach step {logged} (an export "
             "stopped part-way?); export the run again"
         )
-    return ExportedRun(info, evaluations, returns, steps, finished, source)
+    return ExportedRun(info, evaluations, returns, steps, finished)
 
 
 def stray_scores(root: Path, runs: Sequence[RunDirectory]) -> list[Path]:
-    """The directories at or below `root`, but `runs`, with an export's scores and no run's
-    config.yaml (none, an empty one, another file's): an export stopped before writing it, or
-    a copy without it; a one-line ValueError where that config.yaml is cut short. Below
-    dot-directories nothing is looked at, as by `find_runs`."""
+    """The directories at or below `root` but `runs` (and dot-directories, as for `find_runs`)
+    with scores and no run's config.yaml (none, an empty one, another file's): an export
+    stopped before writing it; a one-line ValueError where that config.yaml is cut short."""
     found = {path.parent for name in (EVALUATIONS, TRAINING_RETURNS) for path in root.rglob(name)}
-    hidden = [
-        path for path in found if any(p.startswith(".") for p in path.relative_to(root).parts)
-    ]
-    strays = sorted(found - {info.path for info in runs} - set(hidden))
+    hidden = {path for path in found if "/." in f"/{path.relative_to(root).as_posix()}"}
+    strays = sorted(found - {info.path for info in runs} - hidden)
     for directory in strays:
         if (directory / CONFIG).is_file():
             whole_text(directory / CONFIG)
     return strays
 
 
-def read_runs(
-    root: Path, family: str, sources: Mapping[Path, Path] | None = None
-) -> tuple[list[ExportedRun], dict[str, int], list[str]]:
-    """(the exported runs of `family` at or below `root`, by path, each named by its entry of
-    `sources` where it has one; how many runs each other family has there; a note on each
-    directory of scores there that is no run's). Any run directory is read: whether it has the
-    files a report needs is for the report to say."""
+def read_runs(root: Path, family: str) -> tuple[list[ExportedRun], list[str]]:
+    """(the exported runs of `family` at or below `root`, by path; a note on each directory of
+    scores that is no run's, and on each other family's runs: how many, and what reports them).
+    Whether a run has the files a report needs is for the report to say."""
     infos = find_runs(root)
-    runs, others = [], {}
-    for info in infos:
-        if info.family == family:
-            runs.append(read_export(info, (sources or {}).get(info.path)))
-        else:
-            others[info.family] = others.get(info.family, 0) + 1
-    strays = [f"{directory}: {STRAY}" for directory in stray_scores(root, infos)]
-    return runs, dict(sorted(others.items())), strays
+    notes = [f"{directory}: {STRAY}" for directory in stray_scores(root, infos)]
+    name = FAMILIES[family][0]
+    for other in sorted({info.family for info in infos} - {family}):
+        count, command = sum(info.family == other for info in infos), FAMILIES[other][1]
+        notes.append(f"{count} {other} run(s) left out (not {name}): python -m reporting {command}")
+    return [read_export(info) for info in infos if info.family == family], notes

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from reporting.__main__ import main
 from reporting.minatar import read_variants
 from reporting.minatar_seeds import cells_at, published_dqn
+from reporting.results import read_runs
 
 # Episode k (1..200) of a run ends at frame 5000 k − 100: episodes 1..100 by 0.5M frames, the
 # last one (999,900) short of 1M. Each run returns A in its first 100 episodes and B after.
@@ -96,7 +97,7 @@ def results(tmp_path) -> Path:
 
 
 def test_cells_hold_the_statistics_over_the_seeds_that_trained_that_far(results):
-    variants, notes = read_variants(results)
+    variants, notes = read_variants(read_runs(results, "minatar")[0])
     assert [(v.game, v.name) for v in variants] == [
         ("breakout", "dqn-uniform"),
         ("breakout", "dqn-rank_based"),

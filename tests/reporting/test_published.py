@@ -13,7 +13,7 @@ from envs.games import resolve_game
 from evaluation.protocol_registry import PROTOCOLS
 from evaluation.scores import normalized_score
 from reporting.__main__ import main
-from reporting.dopamine import dopamine_curves, iteration_means
+from reporting.published import dopamine_curves, iteration_means
 from reporting.score_table import RunScore, game_rows, write_report
 
 # Pong's no-op reference scores: random −20.7, human 14.6 (|human − random| = 35.3).

@@ -43,8 +43,8 @@ def test_the_exported_values_are_the_logged_ones_read_as_their_decimals(tmp_path
         {"eval/score": tests, "episode/return": returns},
     )
     main(["export", str(tmp_path / "runs"), "--out", str(tmp_path / "results")])
-    (run,), others, notes = read_runs(tmp_path / "results", ATARI_FAMILY)
-    assert others == {} and notes == []
+    (run,), notes = read_runs(tmp_path / "results", ATARI_FAMILY)
+    assert notes == []
     np.testing.assert_array_equal(run.tests.steps, [250, 500, 1_000])
     np.testing.assert_array_equal(run.tests.frames, [1_000, 2_000, 4_000])
     np.testing.assert_array_equal(run.tests.values, [12.333333, -20.0, 0.1])
@@ -57,7 +57,7 @@ def test_a_run_without_its_files_reads_as_none(tmp_path):
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config("pong", "uniform", 0)))
     (run_dir / "training_returns.csv").write_text("step,frames,return\n")
-    (run,), _, _ = read_runs(tmp_path / "results", ATARI_FAMILY)
+    (run,), _ = read_runs(tmp_path / "results", ATARI_FAMILY)
     assert run.tests is None and run.returns.size == 0
 
 
@@ -76,8 +76,8 @@ def test_runs_are_split_by_family_and_grouped_by_variant_then_seed(tmp_path):
     for name, run_config in runs.items():
         (root / name).mkdir(parents=True)
         (root / name / "config.yaml").write_text(OmegaConf.to_yaml(run_config))
-    found, others, _ = read_runs(root, ATARI_FAMILY)
-    assert others == {"minatar": 1}
+    found, notes = read_runs(root, ATARI_FAMILY)
+    assert notes == ["1 minatar run(s) left out (not Atari): python -m reporting minatar"]
     groups, notes = by_setting(found)
     named = {
         (g.game, g.name): [r.info.path.relative_to(root).as_posix() for r in g.runs] for g in groups
@@ -106,7 +106,7 @@ def test_a_setting_is_a_variant_and_the_values_varied_between_its_runs_of_a_game
     for name, run_config in runs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text(OmegaConf.to_yaml(run_config))
-    found, _, _ = read_runs(tmp_path, ATARI_FAMILY)
+    found, _ = read_runs(tmp_path, ATARI_FAMILY)
     groups, notes = by_setting(found)
     named = {group.name: [run.info.path.name for run in group.runs] for group in groups}
     assert named == {
@@ -160,9 +160,8 @@ def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_pa
         (tmp_path / name).mkdir(parents=True)
         (tmp_path / name / "config.yaml").write_text(OmegaConf.to_yaml(run_config))
         steps = run_config["train"]["total_steps"]
-        (tmp_path / name / "evaluations.csv").write_text(
-            f"step,frames,episodes,mean_score,normalized_score,episode_scores\n{steps},{4 * steps},1,2,,\n"
-        )
+        header = "step,frames,episodes,mean_score,normalized_score,episode_scores"
+        (tmp_path / name / "evaluations.csv").write_text(f"{header}\n{steps},{4 * steps},1,2,,\n")
     groups, notes = by_setting(read_runs(tmp_path, ATARI_FAMILY)[0])
     named = {
         group.name: [str(run.info.path.relative_to(tmp_path)) for run in group.runs]
