@@ -38,8 +38,7 @@ def binned(
 
 
 def quartiles(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(25th percentile, median, 75th percentile) over rows (seeds), per grid point; NaN where
-    no row has a value yet."""
+    """(25th percentile, median, 75th percentile) over rows (seeds), per grid point, or NaN."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns give NaN, as wanted
         low, median, high = np.nanpercentile(np.asarray(curves), [25, 50, 75], axis=0)
@@ -51,8 +50,7 @@ def median(curves) -> np.ndarray:
 
 
 def normalized(score, random_score: float, reference: float):
-    """(score − random) / |reference − random|: the paper's Equation 4 with the human score
-    as reference (human-normalized) or the best uniform Double DQN score (baseline-normalized)."""
+    """The paper's Equation 4: (score − random) / |reference − random|, against human or uniform."""
     return (np.asarray(score, dtype=np.float64) - random_score) / abs(reference - random_score)
 
 

@@ -125,8 +125,8 @@ def by_setting(runs: Sequence[ExportedRun]) -> tuple[list[Group], list[str]]:
         if twin is None:
             members.append(run)
         else:
-            twin = f"the same settings and seed as {twin.info.path}"
-            notes.append(f"{info.path}: {twin}, left out (only seeds are pooled)")
+            same = f"the same settings and seed as {twin.info.path}"
+            notes.append(f"{info.path}: {same}, left out (only seeds are pooled)")
     return [Group(*place, tuple(members)) for place, members in groups.items()], notes
 
 

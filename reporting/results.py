@@ -251,7 +251,7 @@ def stray_scores(root: Path, runs: Sequence[RunDirectory]) -> list[Path]:
     with scores and no run's config.yaml (none, an empty one, another file's): an export
     stopped before writing it; a one-line ValueError where that config.yaml is cut short."""
     found = {path.parent for name in (EVALUATIONS, TRAINING_RETURNS) for path in root.rglob(name)}
-    hidden = {path for path in found if "/." in f"/{path.relative_to(root).as_posix()}"}
+    hidden = {p for p in found if any(part.startswith(".") for part in p.relative_to(root).parts)}
     strays = sorted(found - {info.path for info in runs} - hidden)
     for directory in strays:
         if (directory / CONFIG).is_file():
