@@ -126,7 +126,7 @@ def variant(group: report.Group) -> Variant:
 def variant_row(variant: Variant) -> str:
     """One row of the score table (columns in `markdown`)."""
     game, runs, info = variant.group.game, variant.group.runs, variant.group.runs[0].info
-    seeds = ", ".join(f"{run.info.seed}{'' if run.finished else ' unfinished'}" for run in runs)
+    seeds = ", ".join(f"{run.info.seed}{'' if run.finished else ': unfinished'}" for run in runs)
     budget = f"{count_name(info.total_frames)} frames ({count_name(info.total_steps)} steps)"
     random_human = [report.format_score(value) for value in reference_scores(game, "noop")]
     cells = [resolve_game(game).name, variant.name, f"{len(runs)} ({seeds})", budget]

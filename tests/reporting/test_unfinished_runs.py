@@ -103,7 +103,7 @@ def test_an_export_from_before_the_record_is_read_from_what_it_holds(tmp_path):
     text = main(["published", str(results), "--out", str(tmp_path / "report")]).read_text()
     rank_based = results / "beta_on_run_clock/breakout/rank_based/seed0_10M"
     assert f"- {rank_based}: trained 9,522,916 of 10,000,000 frames" in text
-    assert "| Breakout | rank_based | 1 (0 unfinished) |" in text
+    assert "| Breakout | rank_based | 1 (0: unfinished) |" in text
     assert "| Breakout | uniform | 1 (0) |" in text  # tested at its budget: finished
 
 
