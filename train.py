@@ -8,6 +8,7 @@
 This file validates the config and builds the components; `training.loop` runs them.
 """
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -121,15 +122,10 @@ OmegaConf.register_new_resolver("run_name", run_name)
 
 
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
-    """Lock the run directory, settle and check the config, read the checkpoint to resume
-    from and check the config against it; bad input ends here with one line and status 2,
-    before anything is allocated. Returns (the config, the checkpoints, the checkpoint to
-    resume from or None, the run's record), or None for a finished run (said on stderr;
-    nothing changes)."""
-    try:
-        lock_run_directory(run_dir)
-    except RunDirectoryError as error:
-        _fail(error, 2)  # another process owns the directory: leave it alone
+    """Settle and check the config, read the checkpoint to resume from and check the config
+    against it; bad input ends here with one line and status 2, before anything is
+    allocated. Returns (the config, the checkpoints, the checkpoint to resume from or None,
+    the run's record), or None for a finished run (said on stderr; nothing changes)."""
     try:
         cfg = run_config(cfg)
         run, done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
@@ -195,6 +191,18 @@ register_defaults()
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        lock = lock_run_directory(run_dir)
+    except RunDirectoryError as error:
+        _fail(error, 2)  # another process owns the directory: leave it alone
+    try:
+        run_in_directory(cfg, run_dir)
+    finally:  # however the job ends: a sweep's worker goes on to its next job
+        os.close(lock)
+
+
+def run_in_directory(cfg: DictConfig, run_dir: Path) -> None:
+    """The job in its locked run directory: a run started, resumed, or found finished."""
     prepared = prepare(cfg, run_dir)
     if prepared is None:  # returning, not exiting: a sweep goes on with its next job
         return

@@ -79,9 +79,10 @@ def keep_freed_memory() -> None:
 
 
 def lock_run_directory(run_dir: Path) -> int:
-    """Hold an exclusive lock on the directory itself (no file is written) for the life of
-    this process, so a second train.py in the same run directory stops at once instead of
-    cutting the first one's event files. Returns the descriptor that holds the lock."""
+    """Hold an exclusive lock on the directory itself (no file is written), so a second
+    train.py in the same run directory stops at once instead of cutting the first one's event
+    files. Returns the descriptor that holds the lock: closing it, as the job ends, releases
+    the lock (a sweep's worker runs other jobs after it, each with a descriptor of its own)."""
     descriptor = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)

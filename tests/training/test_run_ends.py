@@ -1,0 +1,82 @@
+"""How a job ends, through train.py: its run directory's lock is released however it ends."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.training.test_resume import ARGUMENTS, ENVIRONMENT, ROOT, complete
+
+SHORT = [*ARGUMENTS, "train.total_steps=60", "checkpoint.every_steps=25"]
+
+# `python -c JOB_THEN_LOCK RUN_DIR STOP_STEP ARGUMENTS...` runs train.py's job in this process
+# (sending itself SIGTERM before agent step STOP_STEP, unless it is 0), then takes the run
+# directory's lock as a next job of this process would, and prints whether it could.
+JOB_THEN_LOCK = """
+import fcntl, os, runpy, signal, sys
+from training import loop
+run_dir, stop_step = sys.argv.pop(1), int(sys.argv.pop(1))
+act_and_store = loop.Training._act_and_store
+def signal_then_act(self):
+    if self.step == stop_step:
+        os.kill(os.getpid(), signal.SIGTERM)
+    act_and_store(self)
+loop.Training._act_and_store = signal_then_act
+sys.argv[0] = "train.py"
+try:
+    runpy.run_path("train.py", run_name="__main__")
+except SystemExit:
+    pass
+try:
+    fcntl.flock(os.open(run_dir, os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    print("unlocked")
+except BlockingIOError:
+    print("locked")
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Path:
+    """A finished run: checkpoints at steps 25, 50 and 60, of which it keeps the last."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    complete(run_dir, *SHORT, f"hydra.run.dir={run_dir}")
+    return run_dir
+
+
+def python(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *arguments],
+        cwd=ROOT,
+        env=ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(directory)): path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize(
+    ("how", "stop_step"),
+    [("trained to its end", 0), ("stopped by SIGTERM", 30), ("finished before", 0), ("refused", 0)],
+)
+def test_a_run_directory_is_unlocked_when_its_job_ends_however_it_ends(
+    finished, tmp_path, how, stop_step
+):
+    """A sweep's worker runs job after job: a job that ended holds no lock (nor descriptor)
+    while the worker lives on."""
+    run_dir = tmp_path / "run"
+    arguments = [*SHORT, f"hydra.run.dir={run_dir}"]
+    if how in ("finished before", "refused"):
+        shutil.copytree(finished, run_dir)
+        arguments = [f"resume={run_dir}"] if how == "finished before" else [*arguments, "seed=1"]
+    result = python("-c", JOB_THEN_LOCK, str(run_dir), str(stop_step), *arguments)
+    assert result.stdout.splitlines()[-1:] == ["unlocked"], result.stderr
