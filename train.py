@@ -139,12 +139,24 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
     except (ValueError, CheckpointError) as error:
         remove_created_directories(run_dir)
         _fail(error, 2)
-    if done:  # its checkpoint is sound, and resuming would only rewrite its results
-        say(f"run {run_dir} is finished: nothing to do")
+    if done:  # resuming would only rewrite its results
+        say(finished_line(run_dir, checkpoints))
         return None
     for note in notes:
         say(note)
     return cfg, run, checkpoints, checkpoint, record
+
+
+def finished_line(run_dir: Path, checkpoints: CheckpointStore) -> str:
+    """The line of a finished run's command. Its end keeps its last checkpoint alone
+    (`Training._finish`); one stopped before it could is completed where the disk can be
+    written, and a read-only one is left as it is."""
+    if os.access(checkpoints.directory, os.W_OK) and checkpoints.keep_latest_only():
+        return (
+            f"run {run_dir} is finished: removed the checkpoints before its last, which its "
+            "interrupted end left; nothing else to do"
+        )
+    return f"run {run_dir} is finished: nothing to do"
 
 
 def resume_command(run_dir: Path, hydra: DictConfig) -> str:

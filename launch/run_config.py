@@ -20,7 +20,6 @@ from artifacts.upgrade import upgrade_config
 from launch.run_guard import RunDirectoryError
 from launch.validation import check_disk, check_replay_group, validate_config
 from schema import shown
-from training.checkpoints import CheckpointStore
 from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
 from training.settings import Run
 
@@ -160,17 +159,17 @@ def check_run(
     its settings are another sampler's), the settings, the game (resolved to its id in
     `cfg`), the run directory and, for a run that will run on this machine and is not
     finished, the disk its checkpoints need. Returns the run's settings and whether the run
-    is finished (its final snapshot written at its last step): resuming it would only
-    rewrite its results. A refusal is a one-line ValueError."""
+    is finished: its final snapshot, the last file a run writes (`training.loop`), exists,
+    whatever its checkpoints (deleted to free the disk, or two left by a stop in its last
+    step's cleanup); resuming it would only rewrite its results. A refusal is a one-line
+    ValueError."""
     if cfg.resume is None:
         check_replay_group(cfg, replay_group)
     settings = validate_config(cfg, this_machine)
     cfg.env.game = settings.env.game  # the stored config names the game by its id too
     check_run_directory(run_dir, cfg)
     run = RunDirectory(run_dir)
-    done = run.final_snapshot.is_file() and CheckpointStore(run.checkpoints).latest_step() == (
-        cfg.train.total_steps
-    )
+    done = run.final_snapshot.is_file()
     if this_machine and not done:
         check_disk(settings, run.checkpoints)
     return settings, done

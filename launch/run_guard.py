@@ -9,6 +9,7 @@ from pathlib import Path
 from omegaconf.errors import OmegaConfBaseException
 
 from artifacts.command_line import unwritable_reason
+from artifacts.run_directory import RunDirectory
 
 # Command-line keys that name a directory train.py will write into.
 DIRECTORY_KEYS = ("resume", "hydra.run.dir", "hydra.sweep.dir")
@@ -29,13 +30,16 @@ class RunDirectoryError(ValueError):
 
 def check_command_line(arguments: list[str]) -> None:
     """Refuse directory arguments that Hydra would fail on with a traceback (a file given as
-    a directory, a place that cannot be written); the default `runs/` is checked too."""
+    a directory, a place that cannot be written, unless it holds a finished run, whose
+    command writes nothing); the default `runs/` is checked too."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in arguments):
         return  # --help, --cfg, --info: Hydra writes nothing
     named = dict(a.split("=", 1) for a in arguments if a.split("=", 1)[0] in DIRECTORY_KEYS)
     if not named:
         named = {"the run directory": "runs"}
     for key, value in named.items():
+        if RunDirectory(Path(value)).final_snapshot.is_file():
+            continue
         reason = unwritable_reason(Path(value))
         if reason is not None:
             raise RunDirectoryError(f"{key}={value} cannot be used: {reason}")

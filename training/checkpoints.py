@@ -148,15 +148,16 @@ class CheckpointStore:
             raise CheckpointError(f"could not write checkpoint {path}: {error}; {kept}") from None
         return path
 
-    def keep_latest_only(self) -> None:
+    def keep_latest_only(self) -> bool:
         """Delete every checkpoint but the newest, and every frame copy it does not use: what a
         finished run keeps (half the disk of an Atari run's two). The older one only guarded
         against a failed save of the newest; a later save into this directory goes to a free
         copy, written in full, so the newest still survives a failed one. Each state file goes
-        before its copy, and a copy's sidecar before its bytes (the module's invariants)."""
+        before its copy, and a copy's sidecar before its bytes (the module's invariants).
+        Returns whether there was anything to delete."""
         files = self.state_files()
         if not files:
-            return
+            return False
         kept = _frames_copy(files[-1])
         for path in files[:-1]:
             path.unlink()
@@ -169,6 +170,7 @@ class CheckpointStore:
             if self._trusted is not None:
                 self._trusted.discard(copy)
         fsync_directory(self.directory)
+        return len(files) > 1 or copies != {kept}
 
     @staticmethod
     def _payload(step, state, copy, frames: np.ndarray, frames_written: int) -> dict:

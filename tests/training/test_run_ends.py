@@ -1,4 +1,5 @@
-"""How a job ends, through train.py: its run directory's lock is released however it ends."""
+"""How a job ends, through train.py: its run directory's lock is released however it ends,
+and a run whose final snapshot exists is finished whatever its checkpoints."""
 
 import shutil
 import subprocess
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.training.test_resume import ARGUMENTS, ENVIRONMENT, ROOT, complete
+from training.checkpoints import CheckpointStore
 
 SHORT = [*ARGUMENTS, "train.total_steps=60", "checkpoint.every_steps=25"]
 
@@ -34,6 +36,16 @@ try:
     print("unlocked")
 except BlockingIOError:
     print("locked")
+"""
+
+# `python -c KILLED_IN_CLEANUP ARGUMENTS...` runs train.py, killed (SIGKILL) as its last step
+# begins to delete the checkpoints a finished run does not keep.
+KILLED_IN_CLEANUP = """
+import os, runpy, signal, sys
+from training.checkpoints import CheckpointStore
+CheckpointStore.keep_latest_only = lambda self: os.kill(os.getpid(), signal.SIGKILL)
+sys.argv[0] = "train.py"
+runpy.run_path("train.py", run_name="__main__")
 """
 
 
@@ -80,3 +92,47 @@ def test_a_run_directory_is_unlocked_when_its_job_ends_however_it_ends(
         arguments = [f"resume={run_dir}"] if how == "finished before" else [*arguments, "seed=1"]
     result = python("-c", JOB_THEN_LOCK, str(run_dir), str(stop_step), *arguments)
     assert result.stdout.splitlines()[-1:] == ["unlocked"], result.stderr
+
+
+@pytest.mark.parametrize("command", ["resume", "the same command"])
+def test_a_run_whose_checkpoints_were_deleted_is_finished(finished, tmp_path, command):
+    """As a user frees the disk of finished runs and runs the sweep's command again."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    shutil.rmtree(run_dir / "checkpoints")
+    before = files(run_dir)
+    arguments = [f"resume={run_dir}"] if command == "resume" else SHORT
+    result = python("train.py", *arguments, f"hydra.run.dir={run_dir}")
+    assert (result.returncode, result.stderr) == (0, f"run {run_dir} is finished: nothing to do\n")
+    assert files(run_dir) == before
+
+
+def test_a_run_stopped_in_its_last_cleanup_is_finished_and_its_next_command_completes_it(
+    tmp_path,
+):
+    run_dir = tmp_path / "run"
+    killed = python("-c", KILLED_IN_CLEANUP, *SHORT, f"hydra.run.dir={run_dir}")
+    assert killed.returncode == -9, killed.stderr
+    store = CheckpointStore(run_dir / "checkpoints")
+    assert [path.name for path in store.state_files()] == [
+        "state-000000000050-frames1.pt",
+        "state-000000000060-frames0.pt",
+    ]
+    older = {f"checkpoints/{name}" for name in ("state-000000000050-frames1.pt", "frames-1.bin")}
+    older.add("checkpoints/frames-1.json")
+    kept = {name: data for name, data in files(run_dir).items() if name not in older}
+    result = python("train.py", f"resume={run_dir}")
+    assert (result.returncode, result.stderr) == (
+        0,
+        f"run {run_dir} is finished: removed the checkpoints before its last, which its "
+        "interrupted end left; nothing else to do\n",
+    )
+    assert files(run_dir) == kept
+
+
+def test_a_finished_run_on_a_read_only_disk_is_finished(finished, small_file_system):
+    run_dir = small_file_system(64 * 2**20) / "run"
+    shutil.copytree(finished, run_dir)
+    subprocess.run(["mount", "-o", "remount,ro", run_dir.parent], check=True)
+    result = python("train.py", f"resume={run_dir}")
+    assert (result.returncode, result.stderr) == (0, f"run {run_dir} is finished: nothing to do\n")
