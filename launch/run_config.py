@@ -17,7 +17,7 @@ from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
-from launch.run_guard import RunDirectoryError
+from launch.run_guard import RunDirectoryError, check_machine, check_memory
 from launch.validation import check_disk, check_replay_group, validate_config
 from schema import shown
 from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
@@ -156,20 +156,25 @@ def check_run(
 ) -> tuple[Run, bool]:
     """Every check of a run's config before anything is built, in train.py and, for each job,
     before a sweep starts: the replay group of a fresh run (first: with another group's kind
-    its settings are another sampler's), the settings, the game (resolved to its id in
-    `cfg`), the run directory and, for a run that will run on this machine and is not
-    finished, the disk its checkpoints need. Returns the run's settings and whether the run
+    its settings are another sampler's), the settings, for a run that will run on this
+    machine what the machine allows them, the game (resolved to its id in `cfg`), the run
+    directory and, for a run that will run on this machine and is not finished, the memory
+    its replay and the disk its checkpoints need. Returns the run's settings and whether the run
     is finished: its final snapshot, the last file a run writes (`training.loop`), exists,
     whatever its checkpoints (deleted to free the disk, or two left by a stop in its last
     step's cleanup); resuming it would only rewrite its results. A refusal is a one-line
     ValueError."""
     if cfg.resume is None:
         check_replay_group(cfg, replay_group)
-    settings = validate_config(cfg, this_machine)
-    cfg.env.game = settings.env.game  # the stored config names the game by its id too
-    check_run_directory(run_dir, cfg)
+    settings = validate_config(cfg)
     run = RunDirectory(run_dir)
     done = run.final_snapshot.is_file()
+    if this_machine:
+        check_machine(settings)
+    if this_machine and not done:
+        check_memory(settings)
+    cfg.env.game = settings.env.game  # the stored config names the game by its id too
+    check_run_directory(run_dir, cfg)
     if this_machine and not done:
         check_disk(settings, run.checkpoints)
     return settings, done
