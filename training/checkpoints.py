@@ -46,9 +46,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from artifacts.atomic import CHUNK_BYTES, fsync_directory, torch_bytes, write_all, write_atomically
+from artifacts.atomic import CHUNK_BYTES, fsync_directory, write_all, write_atomically
 from artifacts.header import Header
-from artifacts.tensor_tree import to_numpy, to_tensors
+from artifacts.tensor_tree import to_numpy, to_tensors, torch_bytes
 from training.frame_chunks import chunks_of, recorded_checksums, written_since
 from training.settings import CheckpointSettings
 
