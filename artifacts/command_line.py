@@ -4,6 +4,7 @@ output location and the memory the work needs are checked before any work starts
 import argparse
 import os
 import resource
+import shutil
 import sys
 from pathlib import Path
 
@@ -24,8 +25,9 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
-def unwritable_reason(directory: Path) -> str | None:
-    """Why `directory` cannot be created or written into, or None if it can."""
+def unwritable_reason(directory: Path, needed: int = 0) -> str | None:
+    """Why `directory` cannot be created or written into, or hold `needed` bytes more (its
+    disk has less free), or None if it can."""
     if directory.exists() and not directory.is_dir():
         return f"{directory} is a file, not a directory"
     ancestor = directory.absolute()
@@ -35,6 +37,9 @@ def unwritable_reason(directory: Path) -> str | None:
         return f"{ancestor} is a file, so {directory} cannot be created"
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"{ancestor} is not writable"
+    free = shutil.disk_usage(ancestor).free
+    if free < needed:
+        return f"the disk of {ancestor} has {free:,} bytes free, and about {needed:,} are needed"
     return None
 
 
