@@ -33,6 +33,7 @@ from launch.run_config import (
     record_start,
     remove_created_directories,
     run_config,
+    shell_override,
 )
 from launch.run_guard import (
     RunDirectoryError,
@@ -163,10 +164,11 @@ def resume_command(run_dir: Path, hydra: DictConfig) -> str:
     """How to continue a stopped run. A sweep's job: the sweep's command again, in the same
     sweep directory, which resumes every unfinished job (the finished ones say so and change
     nothing); not a train.py of its own, which would run where the sweep was started (on a
-    cluster, its login node)."""
+    cluster, its login node). Pasted into a shell, it names the directory whatever its name
+    (`shell_override`)."""
     if hydra.mode == RunMode.MULTIRUN:
-        return f"the sweep's command with hydra.sweep.dir={hydra.sweep.dir}"
-    return f"python train.py resume={run_dir}"
+        return f"the sweep's command with {shell_override('hydra.sweep.dir', hydra.sweep.dir)}"
+    return f"python train.py {shell_override('resume', run_dir)}"
 
 
 def write_failure(error: OSError, step: int, run_dir: Path, checkpoints: CheckpointStore) -> str:

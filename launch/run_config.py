@@ -7,9 +7,13 @@ written only once the run is built, so a command that fails leaves no record of 
 never started, and it keeps the values the run started with.
 """
 
+import shlex
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Quote, QuotedString
+from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
@@ -95,6 +99,23 @@ def run_config(cfg: DictConfig) -> DictConfig:
             )
     stored.resume = cfg.resume
     return stored
+
+
+def shell_override(key: str, value) -> str:
+    """`key=value` as one shell word that Hydra's override parser reads back as the string
+    `value`: a value its grammar would read otherwise (a comma makes a sweep, `=` or a quote
+    is refused, `1` is a number) is quoted for it first, then the word for the shell (a
+    space, a quote, a `$`)."""
+    text = str(value)
+    try:
+        override = OverridesParser.create().parse_override(f"{key}={text}")
+        plain = not override.is_sweep_override() and override.value() == text
+    except HydraException:
+        plain = False
+    if not plain:
+        quote = Quote.single if '"' in text else Quote.double
+        text = QuotedString(text=text, quote=quote).with_quotes()
+    return shlex.quote(f"{key}={text}")
 
 
 def record_run_config(run_dir: Path, cfg: DictConfig) -> None:

@@ -2,12 +2,15 @@
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -412,3 +415,50 @@ def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last():
     # the paper's: the last step
     replay = dataclasses.replace(run.replay, importance_exponent_final_step=None)
     assert importance_exponent(dataclasses.replace(run, replay=replay), 400) == 1.0
+
+
+# Directory names a printed command must carry through a shell and Hydra's override grammar
+# unchanged: a space, a comma (a sweep to Hydra), `=` (a sweep's job directory), quotes,
+# brackets, a number, a boolean, characters a shell expands or splits on, non-ASCII.
+AWKWARD_NAMES = [
+    "runs/run b",
+    "multirun/pong/seed=1",
+    "runs/a,b",
+    "it's",
+    'say "hi"',
+    "back\\slash",
+    "x[1]",
+    "{x}",
+    "123",
+    "true",
+    " leading space",
+    "#x",
+    "a;b|c&d",
+    "$HOME/*",
+    "épreuve",
+]
+
+
+def shell_words(text: str) -> list[str]:
+    """The arguments a POSIX shell makes of `text`."""
+    printed = subprocess.run(
+        ["sh", "-c", f"printf '%s\\0' {text}"], capture_output=True, check=True
+    )
+    return [word.decode() for word in printed.stdout.split(b"\0")[:-1]]
+
+
+@pytest.mark.parametrize("name", AWKWARD_NAMES)
+def test_a_printed_resume_command_pasted_into_a_shell_names_its_directory(name):
+    """A run's `python train.py resume=...`, and a sweep's job's `hydra.sweep.dir=...`: each
+    one shell word that Hydra reads back as the directory."""
+    commands = {
+        RunMode.RUN: ("python train.py ", "resume"),
+        RunMode.MULTIRUN: ("the sweep's command with ", "hydra.sweep.dir"),
+    }
+    for mode, (prefix, key) in commands.items():
+        hydra = OmegaConf.create({"mode": mode, "sweep": {"dir": name}})
+        command = train.resume_command(Path(name), hydra)
+        assert command.startswith(prefix)
+        (word,) = shell_words(command.removeprefix(prefix))
+        override = OverridesParser.create().parse_override(word)
+        assert (override.key_or_group, override.value()) == (key, name)

@@ -1,6 +1,8 @@
-"""How a job ends, through train.py: its run directory's lock is released however it ends,
-and a run whose final snapshot exists is finished whatever its checkpoints."""
+"""How a job ends, through train.py: its run directory's lock is released however it ends, a
+run whose final snapshot exists is finished whatever its checkpoints, and the command a
+stopped run prints works pasted into a shell."""
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -8,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.test_resume import ARGUMENTS, ENVIRONMENT, ROOT, complete
+from tests.training.test_resume import ARGUMENTS, ENVIRONMENT, ROOT, complete, launch, stderr
 from training.checkpoints import CheckpointStore
 
 SHORT = [*ARGUMENTS, "train.total_steps=60", "checkpoint.every_steps=25"]
@@ -136,3 +138,21 @@ def test_a_finished_run_on_a_read_only_disk_is_finished(finished, small_file_sys
     subprocess.run(["mount", "-o", "remount,ro", run_dir.parent], check=True)
     result = python("train.py", f"resume={run_dir}")
     assert (result.returncode, result.stderr) == (0, f"run {run_dir} is finished: nothing to do\n")
+
+
+def test_the_resume_line_of_a_run_stopped_in_an_awkward_directory_works_pasted_into_a_shell(
+    tmp_path,
+):
+    """`run b,c`: a space splits a shell's words, and a comma makes a sweep of Hydra's value."""
+    run_dir = tmp_path / "run b,c"
+    quoted = f'hydra.run.dir="{run_dir}"'  # as Hydra's grammar reads it
+    process = launch(run_dir, *SHORT, quoted, at_step=30, signals="SIGTERM")
+    assert process.wait(timeout=600) == 0, stderr(run_dir)
+    command = stderr(run_dir).splitlines()[-1].split("resume with: ", 1)[1]
+    assert command.startswith("python train.py ")
+    pasted = command.replace("python", shlex.quote(sys.executable), 1)
+    resumed = subprocess.run(
+        ["sh", "-c", pasted], cwd=ROOT, env=ENVIRONMENT, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert (run_dir / "agent_final.pt").is_file()
