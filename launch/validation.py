@@ -1,11 +1,11 @@
 """Validation of a run's config as a whole, before anything is allocated or written: each
 section through its schema (the one definition of its settings' types, defaults and rules:
-`run_settings`), then what no schema sees alone, the rules across sections, and what depends
-on the machine (its cores, GPUs, memory and disk). A refusal is one line naming the key and
-what is allowed."""
+`run_settings`), then what no schema sees alone, the rules across sections, and the sizes a
+run's replay and files will have (what the machine must hold of them is checked by
+`launch.run_guard` and `check_disk`). A refusal is one line naming the key and what is
+allowed."""
 
 import dataclasses
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -14,14 +14,12 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from agents.devices import check_pipelined, resolve_device
 from agents.networks import build_network
 from agents.settings import AgentSettings
-from artifacts.command_line import available_memory_bytes
 from artifacts.upgrade import check_resumable
 from envs.registry import environment_kind
 from replay.buffer import memory_bytes
-from replay.registry import REPLAY_DEVICES, check_device_copy, sampler_class, storage_class
+from replay.registry import check_device_copy, sampler_class, storage_class
 from replay.settings import CAPACITY
 from replay.storage import FrameStorage
 from schema import Settings, refusal, typed
@@ -44,10 +42,6 @@ SECTIONS: dict[str, Callable[[dict], type[Settings]]] = {
     "evaluation": lambda values: EvaluationSettings,
     "checkpoint": lambda values: CheckpointSettings,
 }
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def _check_sections(cfg: DictConfig) -> None:
@@ -113,45 +107,12 @@ def _check_network(run: Run) -> None:
         build_network(run.agent.network, 1, run.agent.history_length, env.frame_shape(run.env))
 
 
-def _check_machine(run: Run) -> None:
-    """What this machine allows: its cores, its GPUs and its memory."""
-    threads, cores = run.threads, _cores()
-    if threads != "auto" and threads > cores:
-        allowed = f"auto or an integer from 1 to {cores} (the cores this process may use)"
-        raise refusal("threads", threads, allowed)
-    device = resolve_device(run.agent.device)
-    if run.replay.device != "cpu":
-        check_device_copy(run.replay.eviction, run.replay.device)
-        if not _learners_cuda_device(run.replay.device, device):
-            raise refusal("replay.device", run.replay.device, REPLAY_DEVICES)
-    check_pipelined(run.agent.pipelined, device)
-    _check_memory(run)
-
-
-def _learners_cuda_device(name: str, learners: torch.device) -> bool:
-    """The replay's frames may sit on the learner's GPU, where its batches are gathered."""
-    try:
-        device = resolve_device(name)
-    except ValueError:  # not a device name, or no such GPU
-        return False
-    return device.type == "cuda" and device == learners
-
-
 def replay_bytes(run: Run) -> int:
     """What a full replay of the config occupies in memory, and about what a checkpoint of
     it occupies on disk (its frames, and the per-slot arrays in the state file)."""
     frames_per_slot = storage_class(run.replay.eviction).frames_per_slot(run.agent.history_length)
     frame_shape = environment_kind(run.env.kind).frame_shape(run.env)
     return memory_bytes(run.replay.capacity, frame_shape, frames_per_slot)
-
-
-def _check_memory(run: Run) -> None:
-    needed, available = replay_bytes(run), available_memory_bytes()
-    if needed > available:
-        raise ValueError(
-            f"replay.capacity={run.replay.capacity} is not allowed: a full replay needs "
-            f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
-        )
 
 
 # A state file holds the agent's networks and optimizer: the online and target networks and
@@ -229,11 +190,10 @@ def check_replay_group(cfg: DictConfig, group: str | None) -> None:
         )
 
 
-def validate_config(cfg: DictConfig, this_machine: bool = True) -> Run:
+def validate_config(cfg: DictConfig) -> Run:
     """The run's settings (`run_settings`) once every rule holds: bad settings are refused
-    with one line naming the key, before anything is allocated. `this_machine=False` checks a
-    config that will run elsewhere (a sweep's job on a cluster): what depends on the machine
-    (its cores, GPUs and memory) is left to the run itself."""
+    with one line naming the key, before anything is allocated. What depends on the machine
+    the run runs on is left to `launch.run_guard`."""
     if OmegaConf.select(cfg, "resume") is not None:
         check_resumable(OmegaConf.to_container(cfg))
     run = run_settings(cfg)
@@ -241,6 +201,6 @@ def validate_config(cfg: DictConfig, this_machine: bool = True) -> Run:
     _check_across_sections(run)
     _check_priority_range(run)
     _check_network(run)
-    if this_machine:
-        _check_machine(run)
+    if run.replay.device != "cpu":  # a storage that can keep a copy of its frames there
+        check_device_copy(run.replay.eviction, run.replay.device)
     return run
