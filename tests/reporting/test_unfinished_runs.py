@@ -89,7 +89,7 @@ def test_the_published_report_marks_an_unfinished_seed(multirun, tmp_path):
     main(["export", str(multirun), "--out", str(results)])
     text = main(["published", str(results), "--out", str(tmp_path / "report")]).read_text()
     # Compared where all three were tested: the first test, 10, 11 and 100.
-    assert "| Pong | proportional | 3 (0, 1, 2 unfinished) | 4k frames (1k steps) | 1k |" in text
+    assert "| Pong | proportional | 3 (0, 1, 2: unfinished) | 4k frames (1k steps) | 1k |" in text
     unfinished = results / "pong/proportional/seed2_4k_unfinished"
     assert f"- {unfinished}: trained 1,320 of 4,000 frames (330 of 1,000 steps)" in text
 
