@@ -24,13 +24,8 @@ import time
 import numpy as np
 import torch
 import yaml
-from throughput import (
-    configure,
-    device_description,
-    load_averages,
-    markdown,
-    overrides_parser,
-)
+from common import load_averages, markdown
+from run_config import configure, device_description, overrides_parser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
