@@ -1,18 +1,17 @@
-"""The learner's update alone, eager against compiled (`agent.torch_compile`), in one process.
+"""The learner's update alone: eager, compiled (`agent.torch_compile`) and other variants.
 
     python benchmarks/update_step.py experiment=minatar_dqn threads=1
     python benchmarks/update_step.py experiment=minatar_dqn threads=1 --option cpp_wrapper=false
+    python benchmarks/update_step.py threads=1 --norms --rounds 5 --calls 5 --warmup 5
 
 Each variant is the config's learner, built from the run's seed, updating on one batch of
-states from random play. The variants take turns in rounds of `--calls` updates, in
-alternating order; the table gives each one's time per update (median and quartiles over the
-rounds) and its ratio to eager's in the same round: a machine's load drifts between rounds
-more than within one, so the paired ratio is the steadier figure. `--option KEY=VALUE` adds
-a compiled variant with that Inductor option changed (agents/compilation.py's
-COMPILE_OPTIONS). `--profile` adds, per variant, torch.profiler's operators by their own time
-over one round. `--acting` adds, per variant, what a greedy action of its learner costs
-right after an update (as in a MinAtar run, one update a step), a second one right after
-that, and one among actions alone. Prints tables, asserts nothing.
+random play. The variants take turns in rounds of `--calls` updates, in alternating order; the
+table gives each one's µs per update (median and quartiles over the rounds) and its ratio to
+eager's in the same round, the steadier figure on a machine whose load drifts. `--option
+KEY=VALUE` adds a compiled variant with that Inductor option changed; `--norms` an eager one
+with the parameter-change norms (`replay.priority_signal=parameter_change`). `--profile`,
+`--acting` and `--flops` add tables: torch.profiler's operators, a greedy action right after
+an update, and the update's rate of arithmetic. Prints tables, asserts nothing.
 """
 
 import argparse
@@ -42,6 +41,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="operators' times per variant")
     parser.add_argument("--acting", action="store_true", help="an action after an update")
     parser.add_argument("--flops", action="store_true", help="the update's rate of operations")
+    parser.add_argument("--norms", action="store_true", help="the parameter-change norms too")
     parser.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
     )
@@ -79,22 +79,23 @@ def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
     return env.action_space.n, frames[0].shape, (states, actions, rewards, terminals, weights)
 
 
-def variants(cfg, options: list[str], num_actions: int, frame_shape: tuple) -> dict:
+def variants(cfg, args, num_actions: int, frame_shape: tuple) -> dict:
     """name -> (its update, its learner: a CompiledUpdate holds its learner only weakly)."""
-    compiled_options = {"compiled": None}
-    for option in options:
+    compiled = {"compiled": None}
+    for option in args.option:
         key, value = option.split("=", 1)
-        compiled_options[f"compiled, {option}"] = {key: yaml.safe_load(value)}
+        compiled[f"compiled, {option}"] = {key: yaml.safe_load(value)}
     made = {}
-    for name, compile_options in {"eager": None, **compiled_options}.items():
+    for name in ["eager", *compiled] + ["eager, parameter-change norms"] * args.norms:
         learner = DoubleDQN(
             num_actions,
             dataclasses.replace(cfg.agent, torch_compile=False),
             rng=np.random.default_rng(cfg.seed),
             frame_shape=frame_shape,
             batch_size=cfg.train.batch_size,
+            compute_parameter_change_norms=name.endswith("norms"),
         )
-        step = learner.update_step if name == "eager" else CompiledUpdate(learner, compile_options)
+        step = CompiledUpdate(learner, compiled[name]) if name in compiled else learner.update_step
         made[name] = (step, learner)
     return made
 
@@ -264,7 +265,7 @@ def main() -> None:
     cfg, _ = configure(args.overrides, lambda cfg: check_args(args))
     loads = [os.getloadavg()]
     num_actions, frame_shape, arrays = random_play_batch(cfg, np.random.default_rng(cfg.seed))
-    made = variants(cfg, args.option, num_actions, frame_shape)
+    made = variants(cfg, args, num_actions, frame_shape)
     device = next(iter(made.values()))[1].device
     inputs = tuple(torch.from_numpy(array).to(device) for array in arrays)
     seconds = timed_rounds(made, inputs, args, device)
