@@ -38,6 +38,10 @@ def machine() -> str:
     return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
+def row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown(head: list[str], body: list[list[str]]) -> str:
-    lines = [head, ["---"] + ["---:"] * (len(head) - 1), *body]
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+    """A table: its head, its first column left-aligned and the others right-aligned."""
+    return "\n".join(map(row, [head, ["---"] + ["---:"] * (len(head) - 1), *body]))

@@ -11,8 +11,8 @@ def test_parts_has_a_figure_per_part() -> None:
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[2].split()[0] == "proportional"
-    assert len(lines[2].split()) == 6  # no step column with --steps 0
-    parts = [line.rsplit(maxsplit=2) for line in lines[3:]]
+    assert lines[3].split(" | ")[0] == "| proportional"
+    assert len(lines[3].split(" | ")) == 6  # no step column with --steps 0
+    parts = [line.rsplit(maxsplit=2) for line in lines[4:]]
     assert [name.strip() for name, _, _ in parts] == [name for name, _, _ in PARTS] + ["the rest"]
     assert all(unit == "µs" for _, _, unit in parts)
