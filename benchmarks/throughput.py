@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -79,17 +80,6 @@ class TrivialQNetwork(nn.Module):
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         sampled = frames[..., :: self.stride, :: self.stride]
         return self.head(sampled.flatten(1).float().div_(255.0))
-
-
-@contextlib.contextmanager
-def patched(owner, name: str, value):
-    """`owner.name` is `value` inside the block, in this process only."""
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
 
 
 class Meter:
@@ -157,14 +147,13 @@ def instrument(training: Training, meter: Meter) -> None:
 def scaled_test_us(training: Training, frames: int) -> float:
     """µs per training step of the periodic test at the config's cadence, from one test of
     `frames` frames: playing scales with the frames; making the env, the resets and the
-    snapshots are paid once a test."""
+    snapshots are paid once a test. In the worker, what the training process pays: saving the
+    agent for it (its start is paid once a run, so the second request is timed)."""
     full_frames = training.cfg.evaluation.frames
     evaluation = dataclasses.replace(training.cfg.evaluation, frames=min(frames, full_frames))
     cfg = dataclasses.replace(training.cfg, evaluation=evaluation)
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
-    if test.in_worker:
-        return worker_test_us(test, training)
-    played, play = [0.0], protocols._play
+    played, play, agent = [0.0], protocols._play, training.parts.agent
 
     def timed_play(*args, **kwargs):
         start = time.perf_counter()
@@ -173,29 +162,20 @@ def scaled_test_us(training: Training, frames: int) -> float:
         return result
 
     writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    with patched(protocols, "_play", timed_play), contextlib.closing(writer):
+    with mock.patch.object(protocols, "_play", timed_play), contextlib.closing(writer):
+        if test.in_worker:
+            try:
+                test.request(agent, test.period_steps, writer)
+                start = time.perf_counter()
+                test.request(agent, 2 * test.period_steps, writer)
+                return (time.perf_counter() - start) / test.period_steps * 1e6
+            finally:
+                test.close()
         start = time.perf_counter()
-        test.run(training.parts.agent, training.step, writer)
+        test.run(agent, training.step, writer)
         total = time.perf_counter() - start
     per_test = played[0] * full_frames / cfg.evaluation.frames + total - played[0]
     return per_test / test.period_steps * 1e6
-
-
-def worker_test_us(test: PeriodicTest, training: Training) -> float:
-    """µs per training step that a test in the worker costs the training process: saving the
-    agent for it (the worker plays on another core; its start is paid once a run, so the
-    second request is timed)."""
-    writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    try:
-        with contextlib.closing(writer):
-            seconds = []
-            for step in (test.period_steps, 2 * test.period_steps):
-                start = time.perf_counter()
-                test.request(training.parts.agent, step, writer)
-                seconds.append(time.perf_counter() - start)
-    finally:
-        test.close()
-    return seconds[-1] / test.period_steps * 1e6
 
 
 def figures(meter: Meter, steps: int, test_us: float) -> dict:
@@ -224,7 +204,7 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
     gc.collect()  # the last pass's memory is held by reference cycles (wrappers, the meter)
     with (
         tempfile.TemporaryDirectory(prefix="throughput_") as directory,
-        patched(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
+        mock.patch.object(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
     ):
         run_dir, parts = Path(directory), build(cfg)
         try:

@@ -16,6 +16,7 @@ an update, and the update's rate of arithmetic. Prints tables, asserts nothing.
 
 import argparse
 import dataclasses
+import functools
 import os
 import statistics
 import time
@@ -23,7 +24,7 @@ import time
 import numpy as np
 import torch
 import yaml
-from common import load_averages, markdown
+from common import load_averages, markdown, median_us
 from run_config import configure, device_description, overrides_parser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
@@ -189,15 +190,13 @@ def products_alone(calls: list, rounds: int, repeats: int) -> float:
     """µs of an update's recorded products called back to back with nothing between them
     (the median over `rounds` of `repeats` updates' worth): the least time they take."""
 
-    def updates_worth() -> float:
-        start = time.perf_counter()
+    def updates_worth() -> None:
         for _ in range(repeats):
             for func, args, kwargs in calls:
                 func(*args, **kwargs)
-        return (time.perf_counter() - start) / repeats
 
     updates_worth()  # warm-up
-    return statistics.median(updates_worth() for _ in range(rounds)) * 1e6
+    return median_us(updates_worth, rounds) / repeats
 
 
 # A product this large runs at the core's practical peak, whatever the caches hold.
@@ -208,15 +207,10 @@ def matrix_product_rate(calls: int = 20) -> float:
     """FLOP/s of a REFERENCE_PRODUCT_SIZE² float32 matrix product on this process's threads
     (the median of `calls`)."""
     size = REFERENCE_PRODUCT_SIZE
-    left, right = torch.randn(size, size), torch.randn(size, size)
-    out = torch.empty(size, size)
-    torch.mm(left, right, out=out)
-    seconds = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        torch.mm(left, right, out=out)
-        seconds.append(time.perf_counter() - start)
-    return 2 * size**3 / statistics.median(seconds)
+    left, right, out = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
+    product = functools.partial(torch.mm, left, right, out=out)
+    product()  # warm-up
+    return 2 * size**3 / (median_us(product, calls) * 1e-6)
 
 
 def flops_report(step, inputs: tuple, seconds: dict, args) -> str:
@@ -247,15 +241,8 @@ def table(seconds: dict) -> str:
         ratios = [t / e for t, e in zip(times, seconds["eager"], strict=True)]
         low, median, high = statistics.quantiles(times, n=4)
         ratio_low, ratio, ratio_high = statistics.quantiles(ratios, n=4)
-        body.append(
-            [
-                name,
-                f"{median:,.0f}",
-                f"{low:,.0f}–{high:,.0f}",
-                f"{ratio:.3f}",
-                f"{ratio_low:.3f}–{ratio_high:.3f}",
-            ]
-        )
+        cells = [name, f"{median:,.0f}", f"{low:,.0f}–{high:,.0f}", f"{ratio:.3f}"]
+        body.append([*cells, f"{ratio_low:.3f}–{ratio_high:.3f}"])
     head = ["variant", "µs/update", "quartiles", "÷ eager (paired)", "quartiles"]
     return markdown(head, body)
 
