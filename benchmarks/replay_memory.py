@@ -4,6 +4,7 @@
     python benchmarks/replay_memory.py --capacity 100000  # a quicker look
     python benchmarks/replay_memory.py --capacity 50000 --eviction lowest_priority
     python benchmarks/replay_memory.py --kinds proportional --steps 0 --parts
+    python benchmarks/replay_memory.py --samplers-alone   # no frames: [--repeats 7]
 
 Per sampler kind, on N random Atari-sized transitions in the storage `--eviction` picks:
 resident bytes per transition beside what the config check counts; µs to gather a fresh
@@ -11,6 +12,12 @@ batch's states into a reused and into a fresh array; µs of `replay.sample` with
 `update_priorities`; ms of a training step (sample, `agent.learn`, `update_priorities`; `--steps
 0`: not measured). `--parts` adds where `sample+update`'s time goes (PARTS; "the rest" is the
 buffer's own code). Medians; compare ratios from one run. Prints figures, asserts nothing.
+
+`--samplers-alone` times the samplers without a memory, filled with the paper's priorities of
+random TD errors: `sample(32)`, the importance weights (normalized by the batch's maximum or
+the buffer's) and `update(32)` as the replay runs them, µs per batch by wall clock and CPU time
+(waiting for a core shows in the wall clock only), then each phase's median. The samplers take
+turns, repeat by repeat, so that a busy machine slows all of them alike.
 """
 
 import argparse
@@ -19,17 +26,20 @@ import time
 from types import SimpleNamespace
 
 import numpy as np
-from common import markdown, median_us, process_bytes, row
+from common import machine, markdown, median_us, process_bytes, row
 
 import replay.buffer as buffer_module
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
 from replay.buffer import ReplayBuffer, memory_bytes
-from replay.priority_signals import PrioritySignal
+from replay.priorities import importance_weights
+from replay.priority_signals import PrioritySignal, td_error_priorities
 from replay.registry import SAMPLERS, STORAGES, build_storage
 
 EPISODE_STEPS = 1000
 HISTORY_LENGTH = 4
+BATCH_SIZE, EXPONENT, EPSILON = 32, 0.5, 0.01  # the paper's
+ALONE = ("batch wall", "batch cpu", "buffer wall", "buffer cpu", "sample", "weights", "update")
 
 
 def filled_replay(
@@ -144,6 +154,61 @@ def timed(part, seconds: np.ndarray, call: list[int]):
     return timed_part
 
 
+def filled_sampler(kind: str, size: int):
+    sampler = SAMPLERS[kind](size, np.random.default_rng(0))
+    for slot in range(size):
+        sampler.add(slot)
+    td_errors = np.random.default_rng(1).standard_normal(size) * 0.5
+    for start in range(0, size, 4096):
+        slots = np.arange(start, min(start + 4096, size))
+        sampler.update(slots, td_error_priorities(td_errors[slots], EPSILON, 1.0))
+    return sampler
+
+
+def sampler_steps(sampler, td_errors: np.ndarray, normalization: str) -> tuple[float, float]:
+    """(wall-clock, CPU) seconds of a batch per row of `td_errors`."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for errors in td_errors:
+        indices, probabilities = sampler.sample(BATCH_SIZE)
+        minimum = sampler.min_probability() if normalization == "buffer" else None
+        importance_weights(probabilities, EXPONENT, normalization, minimum)
+        sampler.update(indices, td_error_priorities(errors, EPSILON, 1.0))
+    return time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def phase_ns(sampler, td_errors: np.ndarray) -> np.ndarray:
+    """The median ns of each phase (sample, weights, update) over the batches."""
+    clock, spent = time.perf_counter_ns, np.empty((len(td_errors), 3))
+    for row_index, errors in enumerate(td_errors):
+        t0 = clock()
+        indices, probabilities = sampler.sample(BATCH_SIZE)
+        t1 = clock()
+        importance_weights(probabilities, EXPONENT, "batch")
+        t2 = clock()
+        sampler.update(indices, td_error_priorities(errors, EPSILON, 1.0))
+        spent[row_index] = (t1 - t0, t2 - t1, clock() - t2)
+    return np.median(spent, axis=0)
+
+
+def samplers_alone(args) -> str:
+    samplers = {kind: filled_sampler(kind, args.capacity) for kind in args.kinds}
+    td_errors = np.random.default_rng(2).standard_normal((args.batches, BATCH_SIZE)) * 0.5
+    for sampler in samplers.values():  # warm-up of both normalizations: kernels, caches
+        for normalization in ("batch", "buffer"):
+            sampler_steps(sampler, td_errors[: args.batches // 10], normalization)
+    runs = {kind: [] for kind in samplers}
+    for _ in range(args.repeats):
+        for kind, sampler in samplers.items():
+            steps = [sampler_steps(sampler, td_errors, n) for n in ("batch", "buffer")]
+            runs[kind].append(np.ravel(steps))
+    body = []
+    for kind, sampler in samplers.items():
+        totals = np.median(runs[kind], axis=0) / args.batches * 1e6
+        phases = phase_ns(sampler, td_errors) / 1e3
+        body.append([kind, *(f"{us:.1f}" for us in (*totals, *phases))])
+    return markdown(["sampler, µs per batch", *ALONE], body)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity", type=int, default=2**20)
@@ -151,7 +216,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")
     parser.add_argument("--kinds", nargs="+", choices=list(SAMPLERS), default=list(SAMPLERS))
     parser.add_argument("--parts", action="store_true", help="where sample+update's time goes")
+    parser.add_argument("--samplers-alone", action="store_true", help="no memory, no frames")
+    parser.add_argument("--repeats", type=int, default=7, help="--samplers-alone's")
+    parser.add_argument("--batches", type=int, default=5000, help="--samplers-alone's per repeat")
     args = parser.parse_args()
+    if args.samplers_alone:
+        print(f"N = {args.capacity:,}, {args.repeats} x {args.batches} batches; " + machine())
+        print(samplers_alone(args))
+        return
     rng = np.random.default_rng(0)
     settings = AgentSettings(device="cpu")
     agent = DoubleDQN(
