@@ -1,6 +1,5 @@
 """What the benchmarks share: the checkout on the import path, timing, memory and tables."""
 
-import os
 import statistics
 import sys
 import time
@@ -32,10 +31,6 @@ def process_bytes(field: str) -> int:
 def load_averages(loads: list) -> str:
     """os.getloadavg()'s figures, taken before and after."""
     return ", ".join(" ".join(f"{x:.2f}" for x in each) for each in loads) + " (before, after)"
-
-
-def machine() -> str:
-    return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
 
 
 def row(cells: list[str]) -> str:

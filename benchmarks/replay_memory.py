@@ -22,11 +22,12 @@ turns, repeat by repeat, so that a busy machine slows all of them alike.
 
 import argparse
 import dataclasses
+import os
 import time
 from types import SimpleNamespace
 
 import numpy as np
-from common import machine, markdown, median_us, process_bytes, row
+from common import markdown, median_us, process_bytes, row
 
 import replay.buffer as buffer_module
 from agents.double_dqn import DoubleDQN
@@ -221,7 +222,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=5000, help="--samplers-alone's per repeat")
     args = parser.parse_args()
     if args.samplers_alone:
-        print(f"N = {args.capacity:,}, {args.repeats} x {args.batches} batches; " + machine())
+        load = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+        print(f"N = {args.capacity:,}, {args.repeats} x {args.batches} batches; {load}")
         print(samplers_alone(args))
         return
     rng = np.random.default_rng(0)
