@@ -3,19 +3,13 @@
     python benchmarks/checkpoint.py                           # the paper's 1M transitions
     python benchmarks/checkpoint.py --capacity 100000 --more 25000   # a quicker look
 
-Prints figures; it asserts nothing. Fills a proportional replay with random 84x84 frames, then
-saves the way training does (CheckpointStore, keep 2) every `--more` transitions: the first two
-checkpoints create the two frame copies (each writes the whole ring), the third brings the first
-copy up to date (only the slots written since it was synced: 2 x `--more`). A save is synchronous,
-so its time is the training stall. Then reads the newest checkpoint back after evicting its files
-from the page cache, as a resume on a fresh machine would. RSS is this process's resident set
-(/proc/self/status); "peak" is its high-water mark during the phase (reset through
-/proc/self/clear_refs), so "peak - before" is what the phase allocated at most.
-
-What the frame copies' checksums cost: the time spent in the CRC-32s (in a thread beside the
-writes and reads), and each save and the resume done a second time, into a second store, with
-a CRC-32 that costs nothing. Needs about 4 x 7 GB of disk in `--dir` at full size and deletes
-what it wrote.
+A proportional replay of random 84x84 frames is saved as training saves it (CheckpointStore,
+keep 2) every `--more` transitions: the first two saves write a whole frame copy each, the third
+brings the first copy up to date. A save is synchronous: its time is the training's stall. The
+newest checkpoint is then read back with its files evicted from the page cache, as on a fresh
+machine. RSS "peak" is the high-water mark during the phase. Each phase runs again into a
+second store with free checksums, for what the CRC-32s cost. Needs about 4 x 7 GB of disk in
+`--dir` at full size, and deletes what it wrote. Prints figures, asserts nothing.
 """
 
 import argparse
@@ -24,7 +18,6 @@ import io
 import os
 import resource
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -33,33 +26,21 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from common import process_bytes
 
-# The project runs from its checkout (docs/checkout.md).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from agents.double_dqn import DoubleDQN  # noqa: E402
-from agents.settings import AgentSettings  # noqa: E402
-from replay.buffer import ReplayBuffer  # noqa: E402
-from replay.proportional import ProportionalSampler  # noqa: E402
-from replay.storage import FrameStorage  # noqa: E402
-from training import checkpoints  # noqa: E402
-from training.checkpoints import CheckpointStore  # noqa: E402
+from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
+from replay.buffer import ReplayBuffer
+from replay.proportional import ProportionalSampler
+from replay.storage import FrameStorage
+from training import checkpoints
+from training.checkpoints import CheckpointStore
 
 GB = 1e9
 
 
 def memory(field: str) -> float:
-    """A /proc/self/status figure in GB: VmRSS now, or VmHWM, the peak since the last reset."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024 / GB
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def reset_peak() -> None:
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
+    return process_bytes(field) / GB
 
 
 def add_transitions(replay: ReplayBuffer, count: int, rng: np.random.Generator) -> None:
@@ -76,15 +57,6 @@ def add_transitions(replay: ReplayBuffer, count: int, rng: np.random.Generator) 
             batch = replay.sample(0.4)
             errors = rng.normal(size=replay.batch_size)
             replay.update_priorities(batch.indices, SimpleNamespace(td_errors=errors))
-
-
-def state_of(agent: DoubleDQN, replay: ReplayBuffer, rng: np.random.Generator) -> dict:
-    """What Training.state_dict holds, but for the env (~100 kB) and the TensorBoard counters."""
-    return {
-        "agent": agent.state_dict(),
-        "replay": replay.state_dict(),
-        "rngs": {"sampler": rng.bit_generator.state},
-    }
 
 
 @contextlib.contextmanager
@@ -128,19 +100,36 @@ def with_and_without_checksums(what: str, timed, checked_first: bool) -> None:
     )
 
 
-def timed_save(store, step, agent, replay, rng) -> float:
-    storage = replay.storage
+def timed_phase(what: str, phase) -> float:
+    """The seconds of `phase()`, printed with its note and this process's resident memory."""
     before = memory("VmRSS")
-    reset_peak()
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # resets VmHWM, the peak
     start = time.perf_counter()
-    path = store.save(step, state_of(agent, replay, rng), storage.frames, storage.frames_written)
+    note = phase()
     seconds = time.perf_counter() - start
     print(
-        f"checkpoint {step}: {seconds:6.1f} s  state file {path.stat().st_size / 1e6:5.0f} MB  "
-        f"RSS before {before:5.2f} GB, peak {memory('VmHWM'):5.2f} GB, "
-        f"after {memory('VmRSS'):5.2f} GB"
+        f"{what}: {seconds:6.1f} s  {note}RSS before {before:5.2f} GB, "
+        f"peak {memory('VmHWM'):5.2f} GB, after {memory('VmRSS'):5.2f} GB"
     )
     return seconds
+
+
+def save(store: CheckpointStore, step: int, agent, replay, rng) -> str:
+    """A save of what Training.state_dict holds, but for the env and the TensorBoard counters."""
+    state = {"agent": agent.state_dict(), "replay": replay.state_dict()}
+    state["rngs"] = {"sampler": rng.bit_generator.state}
+    storage = replay.storage
+    path = store.save(step, state, storage.frames, storage.frames_written)
+    return f"state file {path.stat().st_size / 1e6:5.0f} MB  "
+
+
+def resume(store: CheckpointStore, replay: ReplayBuffer) -> str:
+    """Read the newest checkpoint into the live replay, as `Training.start` does."""
+    payload = store.read_latest()
+    store.read_frames(payload, replay.storage.frames)
+    replay.load_state_dict(payload["state"]["replay"])
+    return ""
 
 
 def evict(directory: Path) -> None:
@@ -150,24 +139,6 @@ def evict(directory: Path) -> None:
             os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(descriptor)
-
-
-def timed_resume(store: CheckpointStore, replay: ReplayBuffer) -> float:
-    """Read the newest checkpoint into the live replay, as `Training.start` does."""
-    evict(store.directory)
-    before = memory("VmRSS")
-    reset_peak()
-    start = time.perf_counter()
-    payload = store.read_latest()
-    store.read_frames(payload, replay.storage.frames)
-    replay.load_state_dict(payload["state"]["replay"])
-    seconds = time.perf_counter() - start
-    print(
-        f"resume from checkpoint {payload['step']} (page cache evicted): {seconds:6.1f} s  "
-        f"RSS before {before:5.2f} GB, peak {memory('VmHWM'):5.2f} GB, "
-        f"after {memory('VmRSS'):5.2f} GB"
-    )
-    return seconds
 
 
 def main() -> None:
@@ -181,14 +152,12 @@ def main() -> None:
     try:
         start = time.perf_counter()
         storage = FrameStorage(args.capacity, history_length=4, frame_shape=(84, 84))
-        sampler = ProportionalSampler(args.capacity, rng)
-        replay = ReplayBuffer(storage, sampler, 32, td_error_clip=1.0)
+        replay = ReplayBuffer(
+            storage, ProportionalSampler(args.capacity, rng), 32, td_error_clip=1.0
+        )
+        settings = AgentSettings(device="cpu")
         agent = DoubleDQN(
-            4,
-            AgentSettings(device="cpu"),
-            rng=np.random.default_rng(1),
-            frame_shape=(84, 84),
-            batch_size=32,
+            4, settings, rng=np.random.default_rng(1), frame_shape=(84, 84), batch_size=32
         )
         add_transitions(replay, args.capacity, rng)
         agent.learn(replay.sample(0.4))  # the optimizer's state exists from the first update
@@ -205,12 +174,18 @@ def main() -> None:
                 add_transitions(replay, args.more, rng)
             with_and_without_checksums(
                 f"checkpoint {step}",
-                lambda free, step=step: timed_save(stores[free], step, agent, replay, rng),
+                lambda free, step=step: timed_phase(
+                    f"checkpoint {step}", lambda: save(stores[free], step, agent, replay, rng)
+                ),
                 checked_first=step % 2 == 0,
             )
-        with_and_without_checksums(
-            "resume", lambda free: timed_resume(stores[free], replay), checked_first=True
-        )
+
+        def timed_resume(free: bool) -> float:
+            evict(stores[free].directory)
+            what = "resume from checkpoint 3 (page cache evicted)"
+            return timed_phase(what, lambda: resume(stores[free], replay))
+
+        with_and_without_checksums("resume", timed_resume, checked_first=True)
         usage = sum(p.stat().st_size for p in stores[False].directory.iterdir())
         print(f"disk used by the two checkpoints: {usage / GB:.2f} GB")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB

@@ -3,35 +3,27 @@
     OMP_NUM_THREADS=1 python benchmarks/env_step.py                  # Pong, 5 rounds of 2000
     python benchmarks/env_step.py --game breakout --steps 1000 --rounds 9
 
-Random actions (one pre-drawn sequence), frame_skip 4. The envs are built once and the rounds
-alternate them, so that a change of machine load hits both; a round times ``--steps`` calls of
-``step`` (the resets after a game over are not timed). The floor: the same actions on a bare
-ALEInterface, 4 ``act`` calls per step and no screen read. Then the lean env's own processing,
-each operation alone on its buffers (two RGB screen reads, the maximum, luminance, the area
-resize): what a step costs above the emulator. Prints the median and spread per env over the
-rounds, the lean/today ratio from the same run, and the load average before and after.
-Asserts nothing.
+One pre-drawn sequence of random actions, frame_skip 4; the rounds alternate the envs, so that
+a change of load hits both, and time `--steps` calls of `step` (not the resets). The floor: a
+bare ALEInterface, 4 `act` calls a step, no screen read. Then the lean env's processing, each
+operation alone on its buffers: what a step costs above the emulator. Asserts nothing.
 """
 
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
+import common  # noqa: F401 - puts the checkout on the import path
 import cv2
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from envs.atari import make_env  # noqa: E402
-from envs.lean_atari import make_lean_env  # noqa: E402
+from envs.atari import make_env
+from envs.lean_atari import make_lean_env
 
 
 def timed_steps(env, actions) -> float:
-    """µs per ``step`` over ``actions``, resets excluded."""
+    """µs per `step` over `actions`, resets excluded."""
     spent = 0.0
     for action in actions:
         start = time.perf_counter()
@@ -42,11 +34,11 @@ def timed_steps(env, actions) -> float:
     return spent / len(actions) * 1e6
 
 
-def timed_emulator(ale, ale_actions, frame_skip) -> float:
+def timed_emulator(ale, ale_actions) -> float:
     """µs per step of the emulator alone: the floor under both envs."""
     start = time.perf_counter()
     for action in ale_actions:
-        for _ in range(frame_skip):
+        for _ in range(4):
             ale.act(action)
         if ale.game_over():
             ale.reset_game()
@@ -82,31 +74,27 @@ def main() -> None:
     envs = {"make_env": make_env(args.game, args.seed), "lean": make_lean_env(args.game, args.seed)}
     for env in envs.values():
         env.reset()
-    n_actions = envs["lean"].action_space.n
-    actions = [
-        int(a) for a in np.random.default_rng(args.seed).integers(n_actions, size=args.steps)
-    ]
-    ale, action_set = envs["lean"].ale, envs["lean"].ale.getMinimalActionSet()
+    lean = envs["lean"]
+    actions = np.random.default_rng(args.seed).integers(lean.action_space.n, size=args.steps)
+    action_set = lean.ale.getMinimalActionSet()
     results = {name: [] for name in (*envs, "emulator only")}
     for _ in range(args.rounds):
         for name, env in envs.items():
-            results[name].append(timed_steps(env, actions))
-        results["emulator only"].append(timed_emulator(ale, [action_set[a] for a in actions], 4))
+            results[name].append(timed_steps(env, actions.tolist()))
+        results["emulator only"].append(timed_emulator(lean.ale, [action_set[a] for a in actions]))
     print(f"{args.game}, {args.rounds} rounds x {args.steps} steps, µs per step (4 frames)")
     for name, values in results.items():
         print(
             f"  {name:14s} median {statistics.median(values):7.1f}  "
             f"min {min(values):7.1f}  max {max(values):7.1f}"
         )
-    ratios = [
-        lean / today for lean, today in zip(results["lean"], results["make_env"], strict=True)
-    ]
+    ratios = [lean / gym for lean, gym in zip(results["lean"], results["make_env"], strict=True)]
     print(
         f"  lean / make_env per round: median {statistics.median(ratios):.3f} "
         f"({', '.join(f'{r:.3f}' for r in ratios)})"
     )
     print("the lean env's processing, µs per step:")
-    for name, cost in processing_costs(envs["lean"], args.steps).items():
+    for name, cost in processing_costs(lean, args.steps).items():
         print(f"  {name:22s} {cost:7.1f}")
     print(f"load average after: {os.getloadavg()}")
 

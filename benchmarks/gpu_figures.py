@@ -2,28 +2,18 @@
 table merged from the saved pieces.
 
     python benchmarks/gpu_figures.py --out gpu_figures                  # every piece, in turn
-    python benchmarks/gpu_figures.py --out gpu_figures --only exact uniform
     python benchmarks/gpu_figures.py --out lease2 --only concurrent --set agent.cuda_graphs=true
     python benchmarks/gpu_figures.py --table gpu_figures lease2         # one table of all pieces
     python benchmarks/gpu_figures.py --out /tmp/dry --device cpu --capacity 20000 --steps 300 \\
         --only exact concurrent --concurrent 2                          # a dry run without a GPU
 
-A piece is one configuration (CONFIGURATIONS: the paper's config, i.e. proportional replay, a
-1M-transition memory and the periodic test in the evaluation worker, with one thing changed),
-measured by one benchmarks/throughput.py process, or `concurrent`: K runs of `exact` at once
-on the same GPU (seeds 0..K-1, OMP_NUM_THREADS = cores // K each, as `hydra/launcher=shared_gpu`
-runs a sweep). Pieces run one after another, never sharing the GPU, and each is stopped once it
-has run --piece-seconds (8 minutes): a piece that does not fit fails with one line and leaves
-nothing. Each piece writes one file, DIR/PIECE.json (its commands, printed tables and figures):
-six files at most. `--set KEY=VALUE` passes a Hydra override to every run of the pieces (it
-replaces a configuration's own value of KEY) and is recorded with them; the table keeps a
-piece measured with other overrides apart, in a row of its own that names them (CUDA graphs
-beside the eager path). The table's replay share
-is replay add + sample + update_priorities over the whole step. Prioritized over uniform
-compares those rows of `exact` and `uniform` (µs per agent step, and their difference as a
-share of the prioritized step), not the two runs' totals: the totals differ by everything
-else two processes do (the emulator, acting), which the replay does not touch. Prints
-figures; asserts nothing.
+A piece is one of CONFIGURATIONS (the paper's config with one thing changed), measured by one
+benchmarks/throughput.py process, or `concurrent`: K runs of `exact` at once on the GPU, as
+`hydra/launcher=shared_gpu` runs a sweep. A piece past --piece-seconds is stopped and saves
+nothing; else it writes DIR/PIECE.json. `--set KEY=VALUE` overrides every run of the pieces,
+and the table gives a piece measured with other overrides a row of its own. The replay share is
+replay add + sample + update_priorities over the whole step; prioritized over uniform compares
+those rows of `exact` and `uniform`, not the totals, which differ by all else two processes do.
 """
 
 import argparse
@@ -37,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, markdown
+
 THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
 CONFIGURATIONS = {  # name: (what changes from the paper's config, overrides)
     "exact": ("the paper's config", []),
@@ -82,9 +73,8 @@ def throughput_command(args, name: str, seed: int, ceiling: bool, json_path: Pat
 
 
 def run_together(commands: list[list[str]], seconds: float, environment: dict) -> list[dict]:
-    """Run `commands` at once, each in its own session; returns each one's exit status and
-    output. Past `seconds` every one of them is killed (with what it started) and
-    PieceTooLong is raised."""
+    """Each command's exit status and output, run at once, each in its own session; past
+    `seconds` every one is killed with what it started, and PieceTooLong raised."""
     deadline = time.monotonic() + seconds
     with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
         logs = [Path(directory) / f"{index}.log" for index in range(len(commands))]
@@ -125,8 +115,7 @@ def run_piece(args, name: str) -> dict:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
         figures = [Path(directory) / f"{seed}.json" for seed in range(count)]
-        configuration = "exact" if concurrent else name
-        ceiling = name == "exact"  # the loop's bound with a trivial network, once
+        configuration, ceiling = ("exact" if concurrent else name), name == "exact"
         commands = [
             throughput_command(args, configuration, seed, ceiling, path)
             for seed, path in enumerate(figures)
@@ -134,14 +123,14 @@ def run_piece(args, name: str) -> dict:
         runs = run_together(commands, args.piece_seconds, environment)
         for run, path in zip(runs, figures, strict=True):
             run["figures"] = json.loads(path.read_text()) if path.exists() else None
-    failed = [index for index, run in enumerate(runs) if run["status"]]
-    if failed:
-        # The whole output: a failing run's last line is often the exit's noise, not the error.
-        print(runs[failed[0]]["output"], file=sys.stderr)
-        raise SystemExit(
-            f"error: piece {name} failed: run {failed[0]} exited with status "
-            f"{runs[failed[0]]['status']}, its output is above"
-        )
+    for index, run in enumerate(runs):
+        if run["status"]:
+            # The whole output: a failing run's last line is often the exit's noise.
+            print(run["output"], file=sys.stderr)
+            raise SystemExit(
+                f"error: piece {name} failed: run {index} exited with status {run['status']}, "
+                "its output is above"
+            )
     return {
         "piece": name,
         "description": f"{count} runs of exact at once" if concurrent else CONFIGURATIONS[name][0],
@@ -198,10 +187,6 @@ def replay_us(figures: dict) -> float:
     return sum(figures["us_per_step"][row] for row in REPLAY_ROWS)
 
 
-def replay_share(figures: dict) -> float:
-    return replay_us(figures) / figures["total_us_per_step"]
-
-
 def with_overrides(text: str, overrides: tuple[str, ...]) -> str:
     return f"{text} (--set {' '.join(overrides)})" if overrides else text
 
@@ -209,27 +194,28 @@ def with_overrides(text: str, overrides: tuple[str, ...]) -> str:
 def table(pieces: dict[Key, dict]) -> str:
     """The markdown table of the saved pieces, each configuration's rows together (the one
     without overrides first), and notes on where they ran."""
-    lines = [
-        "| configuration | agent steps/s | without the test | ms per update | replay share |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    body = []
     for name, overrides in sorted(pieces, key=lambda key: (PIECES.index(key[0]), key[1])):
         runs = passes(pieces[name, overrides])
         if name == CONCURRENT:
             rates = [figures["steps_per_second"] for figures in runs]
-            lines.append(
-                f"| {with_overrides(f'{len(rates)} runs at once, each', overrides)} | "
-                f"{statistics.median(rates):,.0f} (min {min(rates):,.0f}, "
-                f"max {max(rates):,.0f}; together {sum(rates):,.0f}) | | | |"
-            )
+            each = f"{statistics.median(rates):,.0f} (min {min(rates):,.0f}, max "
+            each += f"{max(rates):,.0f}; together {sum(rates):,.0f})"
+            runs_at_once = with_overrides(f"{len(rates)} runs at once, each", overrides)
+            body.append([runs_at_once, each, "", "", ""])
             continue
         (figures,) = runs
-        lines.append(
-            f"| {with_overrides(CONFIGURATIONS[name][0], overrides)} | "
-            f"{figures['steps_per_second']:,.0f} | "
-            f"{figures['steps_per_second_without_test']:,.0f} | "
-            f"{figures['ms_per_update']:.2f} | {100 * replay_share(figures):.1f} % |"
+        share = replay_us(figures) / figures["total_us_per_step"]
+        body.append(
+            [
+                with_overrides(CONFIGURATIONS[name][0], overrides),
+                f"{figures['steps_per_second']:,.0f}",
+                f"{figures['steps_per_second_without_test']:,.0f}",
+                f"{figures['ms_per_update']:.2f}",
+                f"{100 * share:.1f} %",
+            ]
         )
+    head = ["configuration", "agent steps/s", "without the test", "ms per update"]
     devices = {run["figures"]["device"] for record in pieces.values() for run in record["runs"]}
     notes = [f"device: {', '.join(sorted(devices))}"]
     for overrides in sorted({overrides for _, overrides in pieces}):
@@ -242,7 +228,7 @@ def table(pieces: dict[Key, dict]) -> str:
                 f"{comparison}: the replay's rows take {prioritized:,.0f} against {plain:,.0f} "
                 f"µs per agent step, {100 * overhead:+.1f} % of a prioritized step"
             )
-    return "\n".join(lines) + "\n\n" + "\n".join(notes)
+    return markdown([*head, "replay share"], body) + "\n\n" + "\n".join(notes)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -2,30 +2,26 @@
 each, in alternating pairs of fresh processes on the same machine.
 
     python benchmarks/minatar_peer.py --peer ~/MinAtar/examples/dqn.py --pairs 3
-    python benchmarks/minatar_peer.py --peer ~/MinAtar/examples/dqn.py replay=uniform
 
-The peer ships in MinAtar's repository (github.com/kenjyoung/MinAtar), not in its pip
-package: give the path of a checkout's file. It is run as its authors wrote it, with two of
-its constants set: ε at its final 0.1 from the first learning frame (as this project's window,
-`benchmarks/throughput.py`, has it) and the run stopped after the window. Its window is
---frames frames after --warmup learning frames, timed at its update calls (one a frame). This
-project's side is `benchmarks/throughput.py experiment=minatar_dqn threads=1 --no-ceiling`
-with the overrides given here (replay=proportional unless one is given), and its frames/s.
-Prints a table; asserts nothing.
+The peer ships in MinAtar's repository, not its package: give a checkout's file. It runs as
+written but for ε, at its final 0.1 from the first learning frame (as in this project's window),
+and it stops after its window: --frames updates (one a frame) after --warmup. This project's
+side is `benchmarks/throughput.py experiment=minatar_dqn threads=1 --no-ceiling` with the
+overrides given (replay=proportional unless one is). Prints a table, asserts nothing.
 """
 
 import argparse
 import importlib.util
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, markdown
+
 THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
 GAME = "breakout"  # configs/env/minatar.yaml's default
 
@@ -67,30 +63,16 @@ def peer_frames_per_second(peer: Path, frames: int, warmup: int) -> float:
 def ours_frames_per_second(overrides: list[str], frames: int) -> float:
     with tempfile.TemporaryDirectory(prefix="minatar_peer_") as directory:
         figures = Path(directory) / "figures.json"
-        command = [
-            sys.executable,
-            str(THROUGHPUT),
-            "experiment=minatar_dqn",
-            "threads=1",
-            *overrides,
-            f"--steps={frames}",
-            "--no-ceiling",
-            f"--json={figures}",
-        ]
+        command = [sys.executable, str(THROUGHPUT), "experiment=minatar_dqn", "threads=1"]
+        command += [*overrides, f"--steps={frames}", "--no-ceiling", f"--json={figures}"]
         subprocess.run(command, cwd=ROOT, check=True, capture_output=True)
         (figures_of_pass,) = json.loads(figures.read_text())["passes"].values()
         return figures_of_pass["frames_per_second"]
 
 
 def peer_in_child(args) -> float:
-    command = [
-        sys.executable,
-        __file__,
-        f"--peer={args.peer}",
-        f"--frames={args.frames}",
-        f"--warmup={args.warmup}",
-        "--peer-only",
-    ]
+    window = [f"--peer={args.peer}", f"--frames={args.frames}", f"--warmup={args.warmup}"]
+    command = [sys.executable, __file__, *window, "--peer-only"]
     environment = dict(os.environ, OMP_NUM_THREADS="1")
     done = subprocess.run(command, check=True, capture_output=True, text=True, env=environment)
     return float(done.stdout.split()[-1])
@@ -123,21 +105,17 @@ def main() -> None:
     if not any(override.startswith("replay=") for override in overrides):
         overrides = ["replay=proportional", *overrides]
     rows, loads = [], [os.getloadavg()]
-    for pair in range(args.pairs):
-        ours = ours_frames_per_second(overrides, args.frames)
-        peer = peer_in_child(args)
-        rows.append((ours, peer))
-        print(f"pair {pair + 1}: {ours:,.1f} against {peer:,.1f} frames/s", flush=True)
+    for pair in range(1, args.pairs + 1):
+        ours, peer = ours_frames_per_second(overrides, args.frames), peer_in_child(args)
+        rows.append([str(pair), f"{ours:,.1f}", f"{peer:,.1f}", f"{ours / peer:.2f}×"])
+        print(f"pair {pair}: {ours:,.1f} against {peer:,.1f} frames/s", flush=True)
     loads.append(os.getloadavg())
     print(
         f"\n{os.cpu_count()} CPU cores; load average {loads[0][0]:.2f} before, "
         f"{loads[1][0]:.2f} after; ours: {' '.join(overrides)}; {args.frames:,} frames each\n"
     )
-    print("| pair | ours, frames/s | examples/dqn.py, frames/s | ratio |\n|---|---:|---:|---:|")
-    for pair, (ours, peer) in enumerate(rows, 1):
-        print(f"| {pair} | {ours:,.1f} | {peer:,.1f} | {ours / peer:.2f}× |")
-    ratios = [ours / peer for ours, peer in rows]
-    print(f"\nratio: median {statistics.median(ratios):.2f}×, {min(ratios):.2f}–{max(ratios):.2f}×")
+    head = ["pair", "ours, frames/s", "examples/dqn.py, frames/s", "ratio"]
+    print(markdown(head, rows))
 
 
 if __name__ == "__main__":

@@ -4,49 +4,43 @@
     python benchmarks/replay_memory.py --capacity 100000  # a quicker look
     python benchmarks/replay_memory.py --capacity 50000 --eviction lowest_priority
     python benchmarks/replay_memory.py --kinds proportional --steps 0 --parts
+    python benchmarks/replay_memory.py --samplers-alone   # no frames: [--repeats 7]
 
-For each sampler kind (`--kinds`), on a memory of the storage `--eviction` picks (`fifo`: the
-frame ring; `lowest_priority`: whole transitions, ~35 KB each) filled with N Atari-sized
-transitions: resident bytes per transition, beside what the config check
-(`replay.buffer.memory_bytes`) counts; µs to gather the 32 states and next states of a freshly
-drawn batch into a reused vs a fresh array (a new batch each time, so the frames come from
-memory, not from the cache, as in training); µs for a whole `replay.sample` (sampler,
-importance weights, gather) and `update_priorities`; and ms for a whole training step —
-sample, `agent.learn`, `update_priorities` — with its overhead over uniform replay (`--steps
-0`: not measured). `--parts` adds where the time of `sample+update` goes (PARTS, timed inside
-it; "the rest" is the buffer's own code between them). Prints figures; asserts nothing.
-Timings are medians; compare ratios from one run.
+Per sampler kind, on N random Atari-sized transitions in the storage `--eviction` picks:
+resident bytes per transition beside what the config check counts; µs to gather a fresh
+batch's states into a reused and into a fresh array; µs of `replay.sample` with
+`update_priorities`; ms of a training step (sample, `agent.learn`, `update_priorities`; `--steps
+0`: not measured). `--parts` adds where `sample+update`'s time goes (PARTS; "the rest" is the
+buffer's own code). Medians; compare ratios from one run. Prints figures, asserts nothing.
+
+`--samplers-alone` times the samplers without a memory, filled with the paper's priorities of
+random TD errors: `sample(32)`, the importance weights (normalized by the batch's maximum or
+the buffer's) and `update(32)` as the replay runs them, µs per batch by wall clock and CPU time
+(waiting for a core shows in the wall clock only), then each phase's median. The samplers take
+turns, repeat by repeat, so that a busy machine slows all of them alike.
 """
 
 import argparse
 import dataclasses
-import sys
+import os
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from common import markdown, median_us, process_bytes, row
 
-# The project runs from its checkout (docs/checkout.md).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import replay.buffer as buffer_module  # noqa: E402
-from agents.double_dqn import DoubleDQN  # noqa: E402
-from agents.settings import AgentSettings  # noqa: E402
-from replay.buffer import ReplayBuffer, memory_bytes  # noqa: E402
-from replay.priority_signals import PrioritySignal  # noqa: E402
-from replay.registry import SAMPLERS, STORAGES, build_storage  # noqa: E402
+import replay.buffer as buffer_module
+from agents.double_dqn import DoubleDQN
+from agents.settings import AgentSettings
+from replay.buffer import ReplayBuffer, memory_bytes
+from replay.priorities import importance_weights
+from replay.priority_signals import PrioritySignal, td_error_priorities
+from replay.registry import SAMPLERS, STORAGES, build_storage
 
 EPISODE_STEPS = 1000
 HISTORY_LENGTH = 4
-
-
-def resident_bytes() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+BATCH_SIZE, EXPONENT, EPSILON = 32, 0.5, 0.01  # the paper's
+ALONE = ("batch wall", "batch cpu", "buffer wall", "buffer cpu", "sample", "weights", "update")
 
 
 def filled_replay(
@@ -65,15 +59,6 @@ def filled_replay(
     return replay
 
 
-def median_us(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e6
-
-
 def warm_up(kind: str, eviction: str, rng: np.random.Generator) -> None:
     """Loads the compiled kernels a replay of this kind uses (tens of MB, once per process),
     so that the bytes measured next are the memory's own."""
@@ -86,9 +71,9 @@ def warm_up(kind: str, eviction: str, rng: np.random.Generator) -> None:
 
 def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict[str, float]:
     warm_up(kind, args.eviction, rng)
-    before = resident_bytes()
+    before = process_bytes("VmRSS")
     replay = filled_replay(kind, args.eviction, args.capacity, rng)
-    figures = {"bytes": (resident_bytes() - before) / len(replay)}
+    figures = {"bytes": (process_bytes("VmRSS") - before) / len(replay)}
     frames_per_slot = type(replay.storage).frames_per_slot(HISTORY_LENGTH)
     figures["checked"] = memory_bytes(1, (84, 84), frames_per_slot)
     batches = iter([replay.sampler.sample(32)[0] for _ in range(4000)])
@@ -134,47 +119,95 @@ PARTS = (
 
 def parts_us(replay: ReplayBuffer, sample_and_update, repeats: int) -> dict[str, float]:
     """Median µs per call of `sample_and_update` spent in each of PARTS, and the rest."""
-    spent = dict.fromkeys([name for name, _, _ in PARTS], 0.0)
-    originals = []
+    spent, call, patches = {name: np.zeros(repeats) for name, _, _ in PARTS}, [0], []
     for name, owner, attributes in PARTS:
         owner = replay if owner is None else owner
         owner = getattr(replay, owner) if isinstance(owner, str) else owner
-        for attribute in attributes:
-            original = getattr(owner, attribute)
-            originals.append((owner, attribute, original))
-            setattr(owner, attribute, timed(original, spent, name))
-    totals, rows = [], {name: [] for name in spent}
+        patches += [(owner, attribute, getattr(owner, attribute), name) for attribute in attributes]
+    for owner, attribute, original, name in patches:
+        setattr(owner, attribute, timed(original, spent[name], call))
+    totals = np.zeros(repeats)
     try:
-        for _ in range(repeats):
-            spent.update(dict.fromkeys(spent, 0.0))
-            start = time.perf_counter()
+        for index in range(repeats):
+            call[0], start = index, time.perf_counter()
             sample_and_update()
-            totals.append(time.perf_counter() - start)
-            for name, seconds in spent.items():
-                rows[name].append(seconds)
+            totals[index] = time.perf_counter() - start
     finally:
-        for owner, attribute, original in originals:
+        for owner, attribute, original, _ in patches:
             setattr(owner, attribute, original)
-    figures = {name: float(np.median(seconds)) * 1e6 for name, seconds in rows.items()}
-    rest = np.asarray(totals) - np.sum([rows[name] for name in rows], axis=0)
-    figures["the rest"] = float(np.median(rest)) * 1e6
-    return figures
+    spent["the rest"] = totals - sum(spent.values())
+    return {name: float(np.median(seconds)) * 1e6 for name, seconds in spent.items()}
 
 
-def timed(part, spent: dict[str, float], name: str):
-    """`part`, a function, adding its time to `spent[name]`; a priority signal, a copy whose
-    `priorities` does (the signal is a frozen record that every replay shares)."""
+def timed(part, seconds: np.ndarray, call: list[int]):
+    """`part`, a function, adding its time to `seconds[call[0]]`; a priority signal, a copy
+    whose `priorities` does (the signal is a frozen record that every replay shares)."""
     if isinstance(part, PrioritySignal):
-        return dataclasses.replace(part, priorities=timed(part.priorities, spent, name))
+        return dataclasses.replace(part, priorities=timed(part.priorities, seconds, call))
 
-    def call(*args, **kwargs):
+    def timed_part(*args, **kwargs):
         start = time.perf_counter()
         try:
             return part(*args, **kwargs)
         finally:
-            spent[name] += time.perf_counter() - start
+            seconds[call[0]] += time.perf_counter() - start
 
-    return call
+    return timed_part
+
+
+def filled_sampler(kind: str, size: int):
+    sampler = SAMPLERS[kind](size, np.random.default_rng(0))
+    for slot in range(size):
+        sampler.add(slot)
+    td_errors = np.random.default_rng(1).standard_normal(size) * 0.5
+    for start in range(0, size, 4096):
+        slots = np.arange(start, min(start + 4096, size))
+        sampler.update(slots, td_error_priorities(td_errors[slots], EPSILON, 1.0))
+    return sampler
+
+
+def sampler_steps(sampler, td_errors: np.ndarray, normalization: str) -> tuple[float, float]:
+    """(wall-clock, CPU) seconds of a batch per row of `td_errors`."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for errors in td_errors:
+        indices, probabilities = sampler.sample(BATCH_SIZE)
+        minimum = sampler.min_probability() if normalization == "buffer" else None
+        importance_weights(probabilities, EXPONENT, normalization, minimum)
+        sampler.update(indices, td_error_priorities(errors, EPSILON, 1.0))
+    return time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def phase_ns(sampler, td_errors: np.ndarray) -> np.ndarray:
+    """The median ns of each phase (sample, weights, update) over the batches."""
+    clock, spent = time.perf_counter_ns, np.empty((len(td_errors), 3))
+    for row_index, errors in enumerate(td_errors):
+        t0 = clock()
+        indices, probabilities = sampler.sample(BATCH_SIZE)
+        t1 = clock()
+        importance_weights(probabilities, EXPONENT, "batch")
+        t2 = clock()
+        sampler.update(indices, td_error_priorities(errors, EPSILON, 1.0))
+        spent[row_index] = (t1 - t0, t2 - t1, clock() - t2)
+    return np.median(spent, axis=0)
+
+
+def samplers_alone(args) -> str:
+    samplers = {kind: filled_sampler(kind, args.capacity) for kind in args.kinds}
+    td_errors = np.random.default_rng(2).standard_normal((args.batches, BATCH_SIZE)) * 0.5
+    for sampler in samplers.values():  # warm-up of both normalizations: kernels, caches
+        for normalization in ("batch", "buffer"):
+            sampler_steps(sampler, td_errors[: args.batches // 10], normalization)
+    runs = {kind: [] for kind in samplers}
+    for _ in range(args.repeats):
+        for kind, sampler in samplers.items():
+            steps = [sampler_steps(sampler, td_errors, n) for n in ("batch", "buffer")]
+            runs[kind].append(np.ravel(steps))
+    body = []
+    for kind, sampler in samplers.items():
+        totals = np.median(runs[kind], axis=0) / args.batches * 1e6
+        phases = phase_ns(sampler, td_errors) / 1e3
+        body.append([kind, *(f"{us:.1f}" for us in (*totals, *phases))])
+    return markdown(["sampler, µs per batch", *ALONE], body)
 
 
 def main() -> None:
@@ -184,38 +217,34 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")
     parser.add_argument("--kinds", nargs="+", choices=list(SAMPLERS), default=list(SAMPLERS))
     parser.add_argument("--parts", action="store_true", help="where sample+update's time goes")
+    parser.add_argument("--samplers-alone", action="store_true", help="no memory, no frames")
+    parser.add_argument("--repeats", type=int, default=7, help="--samplers-alone's")
+    parser.add_argument("--batches", type=int, default=5000, help="--samplers-alone's per repeat")
     args = parser.parse_args()
+    if args.samplers_alone:
+        load = f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+        print(f"N = {args.capacity:,}, {args.repeats} x {args.batches} batches; {load}")
+        print(samplers_alone(args))
+        return
     rng = np.random.default_rng(0)
+    settings = AgentSettings(device="cpu")
     agent = DoubleDQN(
-        6,
-        AgentSettings(device="cpu"),
-        rng=np.random.default_rng(1),
-        frame_shape=(84, 84),
-        batch_size=32,
+        6, settings, rng=np.random.default_rng(1), frame_shape=(84, 84), batch_size=32
     )
     print(f"N = {args.capacity:,} transitions, eviction {args.eviction}, batch 32, CPU")
-    header = (
-        "sampler",
-        "bytes/transition",
-        "checked bytes",
-        "gather µs",
-        "fresh-array µs",
-        "sample+update µs",
-    )
-    print(f"{header[0]:<14}" + "".join(f"{h:>18}" for h in header[1:]) + f"{'step ms':>10}")
+    head = ["sampler", "bytes/transition", "checked bytes", "gather µs", "fresh-array µs"]
+    head += ["sample+update µs"] + ["step ms"] * bool(args.steps)
+    print(markdown(head, []))
     uniform_step = None
     for kind in args.kinds:
         f = measure(kind, args, agent, rng)
-        step = ""
+        cells = [kind, f"{f['bytes']:,.0f}", f"{f['checked']:,}", f"{f['gather_reused']:,.0f}"]
+        cells += [f"{f['gather_fresh']:,.0f}", f"{f['sample_update']:,.1f}"]
         if args.steps:
             uniform_step = uniform_step or f["step_ms"]
-            overhead = f" ({100 * (f['step_ms'] / uniform_step - 1):+.1f} % vs {args.kinds[0]})"
-            step = f"{f['step_ms']:>10.1f}{overhead}"
-        print(
-            f"{kind:<14}{f['bytes']:>18,.0f}{f['checked']:>18,}{f['gather_reused']:>18,.0f}"
-            f"{f['gather_fresh']:>18,.0f}{f['sample_update']:>18,.1f}{step}",
-            flush=True,
-        )
+            overhead = 100 * (f["step_ms"] / uniform_step - 1)
+            cells.append(f"{f['step_ms']:.1f} ({overhead:+.1f} % vs {args.kinds[0]})")
+        print(row(cells), flush=True)
         for name, us in f.get("parts", {}).items():
             print(f"    {name:<24}{us:>8.1f} µs")
 

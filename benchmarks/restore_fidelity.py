@@ -1,44 +1,29 @@
 """Does a restored ALE state continue exactly like the emulator that saved it?
 
-For each game and start depth: emulator A (the sampler's replay env) is reset with a seed and
-plays ``depth`` frames of seeded random actions (the game's minimal set, each held 4 frames);
-its states at frames ``depth - 1`` and ``depth`` are cloned and serialized. A then plays
-``horizon`` more frames of another seeded action stream, recording RAM and screen after every
-frame: the truth. A FRESH emulator B made like the evaluator's env (``make_env(noop_max=0)``,
-another seed, ``reset()``) is brought to frame ``depth`` by one of the procedures below and
-plays the same frames; the table gives the first frame (1 = the first frame after frame
-``depth``) where B's RAM and where its screen differ from A's, or ``-`` if none did.
+    python benchmarks/restore_fidelity.py [--games pong,qbert | --all] [--depths 0,1,100,600]
 
-* ``fresh``: restore the state of frame ``depth`` right after ``reset()`` (what the evaluator
-  did before start-state files version 2);
-* ``primed``: as ``fresh``, but play one NOOP frame between ``reset()`` and the restore, unless
-  the state was saved right after a reset (depth 0): B has then played (or not) like A had;
-* ``lead-in``: a ``primed`` restore of the state of frame ``depth - 1``, then that frame's
-  action (``evaluation.human_starts.start_state_file.restore_start``, what the evaluator does
-  now; depth 0 restores the reset state);
-* ``lead-in+rng``: as ``lead-in``, with the states cloned by ``cloneState(include_rng=True)``
-  (which is what ``cloneSystemState`` returns in ale-py 0.12.1; the probe checks that too).
-
-``over`` marks a depth at which A's game had already ended (ALE then emulates nothing, so the
-row says little). It asserts nothing; it prints a table and a one-line summary per procedure.
-
-Run from the repository root: python benchmarks/restore_fidelity.py [--games pong,qbert | --all]
-[--depths 0,1,100,600,1800] [--horizon 2000] [--seed 0]
+Emulator A (the sampler's replay env) plays a seeded reset and `depth` frames of seeded random
+minimal actions, each held 4 frames; it saves its states at frames depth - 1 and depth, then
+plays `--horizon` more frames, the truth. A fresh emulator B made like the evaluator's env
+(`make_env(noop_max=0)`, another seed, `reset()`) enters frame `depth` by a procedure and plays
+the same frames; a cell is the first frame where B's RAM / screen differ ('-': never).
+Procedures: `fresh` restores right after `reset()`; `primed` plays one NOOP frame first (unless
+the state is a reset's); `lead-in` is a primed restore of frame depth - 1, then that frame's
+action (what the evaluator does: `start_state_file.restore_start`); `lead-in+rng` the same
+with states cloned with their RNG (as `cloneSystemState` returns them: checked too). `over`:
+A's game had ended (ALE emulates nothing then). Prints a table, asserts nothing.
 """
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import ale_py
 import numpy as np
+from common import markdown, row
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from envs.atari import make_env  # noqa: E402
-from envs.games import all_games, resolve_game  # noqa: E402
-from evaluation.human_starts.trajectories import replay_env  # noqa: E402
+from envs.atari import make_env
+from envs.games import all_games, resolve_game
+from evaluation.human_starts.trajectories import replay_env
 
 DEFAULT_GAMES = "pong,breakout,ms_pacman,qbert,road_runner,seaquest,space_invaders"
 PROCEDURES = ("fresh", "primed", "lead-in", "lead-in+rng")
@@ -115,42 +100,31 @@ def probe(game: str, depth: int, horizon: int, seed: int) -> dict[str, str]:
     return row
 
 
-def main(argv: list[str] | None = None) -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", default=DEFAULT_GAMES, help="comma-separated game names")
     parser.add_argument("--all", action="store_true", help="all 57 games of the paper")
     parser.add_argument("--depths", default="0,1,100,600,1800", help="start depths in frames")
     parser.add_argument("--horizon", type=int, default=2000, help="frames compared")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    games = (
-        [g.rom_id for g in all_games()]
-        if args.all
-        else [resolve_game(g).rom_id for g in args.games.split(",")]
-    )
-    depths = [int(d) for d in args.depths.split(",")]
+    args = parser.parse_args()
+    names = [game.rom_id for game in all_games()] if args.all else args.games.split(",")
+    games = [resolve_game(name).rom_id for name in names]
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     print(f"ale-py {ale_py.__version__}, horizon {args.horizon} frames, seed {args.seed}")
-    print("cells: first frame where RAM / screen differ after the restore ('-': never)\n")
-    print(f"{'game':<20}{'depth':>6}  " + "".join(f"{p:<16}" for p in PROCEDURES) + "note")
-    unfaithful = {p: set() for p in PROCEDURES}
-    started = time.process_time()
+    print(markdown(["game", "depth", *PROCEDURES, "note"], []))
+    unfaithful, started = {p: set() for p in PROCEDURES}, time.process_time()
     for game in games:
-        for depth in depths:
-            row = probe(game, depth, args.horizon, args.seed)
-            cells = "".join(f"{row[p]:<16}" for p in PROCEDURES)
-            print(f"{game:<20}{depth:>6}  {cells}{row['over']}", flush=True)
+        for depth in map(int, args.depths.split(",")):
+            cells = probe(game, depth, args.horizon, args.seed)
+            print(row([game, str(depth), *(cells[p] for p in PROCEDURES), cells["over"]]))
             for procedure in PROCEDURES:
-                if row[procedure] != "- / -" and not row["over"]:
+                if cells[procedure] != "- / -" and not cells["over"]:
                     unfaithful[procedure].add(game)
-    print()
     for procedure, found in unfaithful.items():
-        print(
-            f"{procedure}: {len(found)} of {len(games)} games diverge: {', '.join(sorted(found))}"
-        )
+        print(f"{procedure}: {len(found)} of {len(games)} diverge: {', '.join(sorted(found))}")
     print(f"CPU time {time.process_time() - started:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -4,20 +4,14 @@
     python benchmarks/throughput.py replay=uniform agent.device=cuda replay.capacity=1000000
     python benchmarks/throughput.py experiment=minatar_dqn replay=proportional threads=1
 
-The run is built as train.py builds it (Hydra compose of configs/, `train.build`,
-`Training`) in a temporary directory. The replay is prefilled to capacity through
-`replay.add`, the loop warms up past learning start, and `--steps` steps of `Training.run`
-are timed by wrapping the components' methods in this process (COMPONENTS); bookkeeping is
-the rest (frame stack, schedules, logging, the loop, ~1 µs of wrappers). Evaluation: one
-short periodic test after the window, its playing time scaled to the config's cadence (with
-`evaluation.worker=true`, the default, only what the training process pays: saving the
-agent for the worker, which plays on another core). No checkpoint is written
-(benchmarks/checkpoint.py times them). The ceiling: the same loop with a trivial network.
-On CUDA an update runs while the host goes on: "waiting for the update" is the time the host
-spent blocked on it; acting waits for its own action, and the action chosen right behind an
-update (`Training._learn`) for the update too, so on CUDA part of an update's wait shows
-in the act row. `--sync` adds `torch.cuda.synchronize()` around every timed call
-(serialized costs, and a slower loop). Prints tables, asserts nothing.
+The run is built as train.py builds it, its replay prefilled to capacity; `--steps` steps of
+`Training.run` from WARMUP steps past learning start are timed by wrapping the components'
+methods (COMPONENTS); bookkeeping is the rest. Evaluation: one short periodic test, scaled to
+the config's cadence (with the evaluation worker, only saving the agent for it). No checkpoint
+is written. The ceiling: the same loop with a trivial network. On CUDA "waiting for the
+update" is the time the host was blocked on it; the action chosen right behind an update waits
+for it too, so part of that wait shows in the act row. `--sync` synchronizes CUDA around every
+timed call. Prints tables, asserts nothing.
 """
 
 import argparse
@@ -27,39 +21,30 @@ import gc
 import json
 import os
 import signal
-import sys
 import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
+from common import load_averages, markdown
+from run_config import configure, device_description, overrides_parser
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import agents.networks as networks
+import agents.updates as updates
+import evaluation.protocols as protocols
+from artifacts.run_directory import RunDirectory
+from train import build
+from training.checkpoints import CheckpointStore
+from training.loop import Training
+from training.periodic_test import PeriodicTest
+from training.run_record import RunRecord
 
-import agents.networks as networks  # noqa: E402
-import agents.updates as updates  # noqa: E402
-import evaluation.protocols as protocols  # noqa: E402
-from agents.devices import resolve_device  # noqa: E402
-from artifacts.run_directory import RunDirectory  # noqa: E402
-from launch.run_guard import keep_freed_memory, torch_threads  # noqa: E402
-from launch.validation import validate_config  # noqa: E402
-from train import build  # noqa: E402
-from training.checkpoints import CheckpointStore  # noqa: E402
-from training.loop import Training  # noqa: E402
-from training.periodic_test import PeriodicTest  # noqa: E402
-from training.run_record import RunRecord  # noqa: E402
-
-# The learning phase as most of a 50M-step run sees it: learning has started and ε is at its
-# final 0.01 (the paper's decay spends only the first 1M steps above it).
-BENCHMARK_OVERRIDES = ("train.learning_start_steps=1000", "train.epsilon_decay_steps=0")
-CPU_CAPACITY = 100_000  # the paper's 1M transitions are 7 GB: too much for a quick CPU look
+WARMUP = 500  # steps past learning start before the window
 COMPONENTS = (  # (row, part of Components, its methods timed)
     ("env", "env", ("step", "reset", "noops_after_life_loss")),
     ("act", "policy", ("act",)),
@@ -95,17 +80,6 @@ class TrivialQNetwork(nn.Module):
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
         sampled = frames[..., :: self.stride, :: self.stride]
         return self.head(sampled.flatten(1).float().div_(255.0))
-
-
-@contextlib.contextmanager
-def patched(owner, name: str, value):
-    """`owner.name` is `value` inside the block, in this process only."""
-    original = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
 
 
 class Meter:
@@ -173,14 +147,13 @@ def instrument(training: Training, meter: Meter) -> None:
 def scaled_test_us(training: Training, frames: int) -> float:
     """µs per training step of the periodic test at the config's cadence, from one test of
     `frames` frames: playing scales with the frames; making the env, the resets and the
-    snapshots are paid once a test."""
+    snapshots are paid once a test. In the worker, what the training process pays: saving the
+    agent for it (its start is paid once a run, so the second request is timed)."""
     full_frames = training.cfg.evaluation.frames
     evaluation = dataclasses.replace(training.cfg.evaluation, frames=min(frames, full_frames))
     cfg = dataclasses.replace(training.cfg, evaluation=evaluation)
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
-    if test.in_worker:
-        return worker_test_us(test, training)
-    played, play = [0.0], protocols._play
+    played, play, agent = [0.0], protocols._play, training.parts.agent
 
     def timed_play(*args, **kwargs):
         start = time.perf_counter()
@@ -189,29 +162,20 @@ def scaled_test_us(training: Training, frames: int) -> float:
         return result
 
     writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    with patched(protocols, "_play", timed_play), contextlib.closing(writer):
+    with mock.patch.object(protocols, "_play", timed_play), contextlib.closing(writer):
+        if test.in_worker:
+            try:
+                test.request(agent, test.period_steps, writer)
+                start = time.perf_counter()
+                test.request(agent, 2 * test.period_steps, writer)
+                return (time.perf_counter() - start) / test.period_steps * 1e6
+            finally:
+                test.close()
         start = time.perf_counter()
-        test.run(training.parts.agent, training.step, writer)
+        test.run(agent, training.step, writer)
         total = time.perf_counter() - start
     per_test = played[0] * full_frames / cfg.evaluation.frames + total - played[0]
     return per_test / test.period_steps * 1e6
-
-
-def worker_test_us(test: PeriodicTest, training: Training) -> float:
-    """µs per training step that a test in the worker costs the training process: saving the
-    agent for it (the worker plays on another core; its start is paid once a run, so the
-    second request is timed)."""
-    writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    try:
-        with contextlib.closing(writer):
-            seconds = []
-            for step in (test.period_steps, 2 * test.period_steps):
-                start = time.perf_counter()
-                test.request(training.parts.agent, step, writer)
-                seconds.append(time.perf_counter() - start)
-    finally:
-        test.close()
-    return seconds[-1] / test.period_steps * 1e6
 
 
 def figures(meter: Meter, steps: int, test_us: float) -> dict:
@@ -236,19 +200,18 @@ def figures(meter: Meter, steps: int, test_us: float) -> dict:
 
 
 def measure(cfg, args, network: type[nn.Module]) -> dict:
-    """One pass of the real loop with `network` in place of the configured one, in a
-    throw-away run directory."""
+    """One pass of the real loop with `network` in place of the configured one."""
     gc.collect()  # the last pass's memory is held by reference cycles (wrappers, the meter)
     with (
         tempfile.TemporaryDirectory(prefix="throughput_") as directory,
-        patched(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
+        mock.patch.object(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
     ):
         run_dir, parts = Path(directory), build(cfg)
         try:
-            if not args.no_prefill:
-                prefill(parts.replay, cfg.replay.capacity, parts.agent.num_actions)
+            prefill(parts.replay, cfg.replay.capacity, parts.agent.num_actions)
             cuda = parts.agent.device if parts.agent.device.type == "cuda" else None
-            meter = Meter(args.warmup, args.warmup + args.steps, cuda if args.sync else None)
+            first = cfg.train.learning_start_steps + WARMUP
+            meter = Meter(first, first + args.steps, cuda if args.sync else None)
             checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
             record = RunRecord(run_dir, dataclasses.asdict(cfg))
             training = meter.training = Training(parts, cfg, run_dir, checkpoints, meter, record)
@@ -261,89 +224,42 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
     return result
 
 
-def compose_config(user: list[str]) -> tuple:
-    """The run's config as train.py sees it, with the benchmark's defaults for the keys the
-    command line leaves alone; returns it and every override applied."""
-    given = {override.split("=", 1)[0].lstrip("+~") for override in user}
-    overrides = [o for o in BENCHMARK_OVERRIDES if o.split("=", 1)[0] not in given] + user
-    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    if resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
-        cfg.replay.capacity = CPU_CAPACITY
-        overrides.append(f"replay.capacity={CPU_CAPACITY}")
-    return validate_config(cfg), overrides
-
-
-def check_window(cfg, args) -> None:
-    """The window must lie in the learning phase, before the end and between two tests."""
-    t, period = cfg.train, cfg.evaluation.every_frames // cfg.env.frame_skip
-    if args.warmup is None:
-        args.warmup = t.learning_start_steps + 500
-    last = args.warmup + args.steps
-    if args.warmup < t.learning_start_steps or args.steps < 1 or last >= t.total_steps:
+def check_window(cfg, steps: int) -> None:
+    """The window must lie before the end of the run and between two tests."""
+    first = cfg.train.learning_start_steps + WARMUP
+    last, period = first + steps, cfg.evaluation.every_frames // cfg.env.frame_skip
+    if steps < 1 or last >= cfg.train.total_steps:
         raise ValueError(
-            f"the window (steps {args.warmup + 1:,} to {last:,}) must lie in the learning phase, "
-            f"from train.learning_start_steps={t.learning_start_steps:,} to train.total_steps"
+            f"the window (steps {first + 1:,} to {last:,}) must end before "
+            f"train.total_steps={cfg.train.total_steps:,}"
         )
-    if last // period > args.warmup // period:
+    if last // period > first // period:
         raise ValueError(f"a periodic test (every {period:,} steps) falls in the window")
-
-
-def overrides_parser(description: str) -> argparse.ArgumentParser:
-    """A command line of Hydra overrides, as train.py's, and the options added to it."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    parser.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, as for train.py"
-    )
-    return parser
 
 
 def parse_args() -> argparse.Namespace:
     parser = overrides_parser(__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
-    parser.add_argument(
-        "--warmup", type=int, help="steps before the window; None: learning start + 500"
-    )
     parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
-    parser.add_argument("--no-prefill", action="store_true", help="start from an empty memory")
     parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
     return parser.parse_intermixed_args()
 
 
-def device_description(cfg) -> str:
-    device = resolve_device(cfg.agent.device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU"
-    return f"{device} ({name}, {os.cpu_count()} CPU cores)"
-
-
-def load_averages(loads: list) -> str:
-    """os.getloadavg()'s figures, taken before and after."""
-    return ", ".join(" ".join(f"{x:.2f}" for x in each) for each in loads) + " (before, after)"
-
-
 def header(cfg, args, overrides: list[str], loads: list) -> str:
-    memory = "filled by the warm-up only" if args.no_prefill else "prefilled"
     reduced = "" if cfg.replay.capacity >= 1_000_000 else " (reduced: the paper's is 1,000,000)"
     return (
         f"device {device_description(cfg)}, torch {torch.__version__}, "
         f"{torch.get_num_threads()} thread(s), --sync {'on' if args.sync else 'off'}; "
         f"load average {load_averages(loads)}\n"
         f"overrides: {' '.join(overrides)}\n"
-        f"{args.steps:,} agent steps timed after {args.warmup:,} (learning from step "
-        f"{cfg.train.learning_start_steps:,}); replay {cfg.replay.capacity:,} transitions"
-        f"{reduced}, {memory}; no checkpoints\n"
+        f"{args.steps:,} agent steps timed after {cfg.train.learning_start_steps + WARMUP:,} "
+        f"(learning from step {cfg.train.learning_start_steps:,}); replay "
+        f"{cfg.replay.capacity:,} transitions{reduced}, prefilled; no checkpoints\n"
         f"evaluation: one {args.eval_frames:,}-frame test, scaled to {cfg.evaluation.frames:,} "
         f"frames per {cfg.evaluation.every_frames:,} training frames\n"
     )
-
-
-def markdown(head: list[str], body: list[list[str]]) -> str:
-    lines = [head, ["---"] + ["---:"] * (len(head) - 1), *body]
-    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
 
 
 def tables(passes: dict) -> str:
@@ -365,23 +281,9 @@ def tables(passes: dict) -> str:
     return markdown(head, body) + "\n\n" + markdown(["rate", *passes], rates)
 
 
-def configure(user: list[str], check) -> tuple:
-    """`compose_config`, then `check(cfg)`; either's error exits with one line, status 2.
-    Then torch's threads and malloc are set as train.py sets them."""
-    try:
-        cfg, overrides = compose_config(user)
-        check(cfg)
-    except (ValueError, HydraException) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    torch.set_num_threads(torch_threads(cfg.threads))
-    keep_freed_memory()
-    return cfg, overrides
-
-
 def main() -> None:
     args = parse_args()
-    cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args))
+    cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args.steps))
     loads = [os.getloadavg()]
     candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}
     candidates |= {} if args.no_ceiling else {"trivial network": TrivialQNetwork}

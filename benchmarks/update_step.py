@@ -1,22 +1,22 @@
-"""The learner's update alone, eager against compiled (`agent.torch_compile`), in one process.
+"""The learner's update alone: eager, compiled (`agent.torch_compile`) and other variants.
 
     python benchmarks/update_step.py experiment=minatar_dqn threads=1
     python benchmarks/update_step.py experiment=minatar_dqn threads=1 --option cpp_wrapper=false
+    python benchmarks/update_step.py threads=1 --norms --rounds 5 --calls 5 --warmup 5
 
 Each variant is the config's learner, built from the run's seed, updating on one batch of
-states from random play. The variants take turns in rounds of `--calls` updates, in
-alternating order; the table gives each one's time per update (median and quartiles over the
-rounds) and its ratio to eager's in the same round: a machine's load drifts between rounds
-more than within one, so the paired ratio is the steadier figure. `--option KEY=VALUE` adds
-a compiled variant with that Inductor option changed (agents/compilation.py's
-COMPILE_OPTIONS). `--profile` adds, per variant, torch.profiler's operators by their own time
-over one round. `--acting` adds, per variant, what a greedy action of its learner costs
-right after an update (as in a MinAtar run, one update a step), a second one right after
-that, and one among actions alone. Prints tables, asserts nothing.
+random play. The variants take turns in rounds of `--calls` updates, in alternating order; the
+table gives each one's µs per update (median and quartiles over the rounds) and its ratio to
+eager's in the same round, the steadier figure on a machine whose load drifts. `--option
+KEY=VALUE` adds a compiled variant with that Inductor option changed; `--norms` an eager one
+with the parameter-change norms (`replay.priority_signal=parameter_change`). `--profile`,
+`--acting` and `--flops` add tables: torch.profiler's operators, a greedy action right after
+an update, and the update's rate of arithmetic. Prints tables, asserts nothing.
 """
 
 import argparse
 import dataclasses
+import functools
 import os
 import statistics
 import time
@@ -24,13 +24,8 @@ import time
 import numpy as np
 import torch
 import yaml
-from throughput import (
-    configure,
-    device_description,
-    load_averages,
-    markdown,
-    overrides_parser,
-)
+from common import load_averages, markdown, median_us
+from run_config import configure, device_description, overrides_parser
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -47,6 +42,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="operators' times per variant")
     parser.add_argument("--acting", action="store_true", help="an action after an update")
     parser.add_argument("--flops", action="store_true", help="the update's rate of operations")
+    parser.add_argument("--norms", action="store_true", help="the parameter-change norms too")
     parser.add_argument(
         "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
     )
@@ -84,22 +80,23 @@ def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
     return env.action_space.n, frames[0].shape, (states, actions, rewards, terminals, weights)
 
 
-def variants(cfg, options: list[str], num_actions: int, frame_shape: tuple) -> dict:
+def variants(cfg, args, num_actions: int, frame_shape: tuple) -> dict:
     """name -> (its update, its learner: a CompiledUpdate holds its learner only weakly)."""
-    compiled_options = {"compiled": None}
-    for option in options:
+    compiled = {"compiled": None}
+    for option in args.option:
         key, value = option.split("=", 1)
-        compiled_options[f"compiled, {option}"] = {key: yaml.safe_load(value)}
+        compiled[f"compiled, {option}"] = {key: yaml.safe_load(value)}
     made = {}
-    for name, compile_options in {"eager": None, **compiled_options}.items():
+    for name in ["eager", *compiled] + ["eager, parameter-change norms"] * args.norms:
         learner = DoubleDQN(
             num_actions,
             dataclasses.replace(cfg.agent, torch_compile=False),
             rng=np.random.default_rng(cfg.seed),
             frame_shape=frame_shape,
             batch_size=cfg.train.batch_size,
+            compute_parameter_change_norms=name.endswith("norms"),
         )
-        step = learner.update_step if name == "eager" else CompiledUpdate(learner, compile_options)
+        step = CompiledUpdate(learner, compiled[name]) if name in compiled else learner.update_step
         made[name] = (step, learner)
     return made
 
@@ -193,15 +190,13 @@ def products_alone(calls: list, rounds: int, repeats: int) -> float:
     """µs of an update's recorded products called back to back with nothing between them
     (the median over `rounds` of `repeats` updates' worth): the least time they take."""
 
-    def updates_worth() -> float:
-        start = time.perf_counter()
+    def updates_worth() -> None:
         for _ in range(repeats):
             for func, args, kwargs in calls:
                 func(*args, **kwargs)
-        return (time.perf_counter() - start) / repeats
 
     updates_worth()  # warm-up
-    return statistics.median(updates_worth() for _ in range(rounds)) * 1e6
+    return median_us(updates_worth, rounds) / repeats
 
 
 # A product this large runs at the core's practical peak, whatever the caches hold.
@@ -212,15 +207,10 @@ def matrix_product_rate(calls: int = 20) -> float:
     """FLOP/s of a REFERENCE_PRODUCT_SIZE² float32 matrix product on this process's threads
     (the median of `calls`)."""
     size = REFERENCE_PRODUCT_SIZE
-    left, right = torch.randn(size, size), torch.randn(size, size)
-    out = torch.empty(size, size)
-    torch.mm(left, right, out=out)
-    seconds = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        torch.mm(left, right, out=out)
-        seconds.append(time.perf_counter() - start)
-    return 2 * size**3 / statistics.median(seconds)
+    left, right, out = torch.randn(size, size), torch.randn(size, size), torch.empty(size, size)
+    product = functools.partial(torch.mm, left, right, out=out)
+    product()  # warm-up
+    return 2 * size**3 / (median_us(product, calls) * 1e-6)
 
 
 def flops_report(step, inputs: tuple, seconds: dict, args) -> str:
@@ -251,15 +241,8 @@ def table(seconds: dict) -> str:
         ratios = [t / e for t, e in zip(times, seconds["eager"], strict=True)]
         low, median, high = statistics.quantiles(times, n=4)
         ratio_low, ratio, ratio_high = statistics.quantiles(ratios, n=4)
-        body.append(
-            [
-                name,
-                f"{median:,.0f}",
-                f"{low:,.0f}–{high:,.0f}",
-                f"{ratio:.3f}",
-                f"{ratio_low:.3f}–{ratio_high:.3f}",
-            ]
-        )
+        cells = [name, f"{median:,.0f}", f"{low:,.0f}–{high:,.0f}", f"{ratio:.3f}"]
+        body.append([*cells, f"{ratio_low:.3f}–{ratio_high:.3f}"])
     head = ["variant", "µs/update", "quartiles", "÷ eager (paired)", "quartiles"]
     return markdown(head, body)
 
@@ -269,7 +252,7 @@ def main() -> None:
     cfg, _ = configure(args.overrides, lambda cfg: check_args(args))
     loads = [os.getloadavg()]
     num_actions, frame_shape, arrays = random_play_batch(cfg, np.random.default_rng(cfg.seed))
-    made = variants(cfg, args.option, num_actions, frame_shape)
+    made = variants(cfg, args, num_actions, frame_shape)
     device = next(iter(made.values()))[1].device
     inputs = tuple(torch.from_numpy(array).to(device) for array in arrays)
     seconds = timed_rounds(made, inputs, args, device)

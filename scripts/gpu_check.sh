@@ -1,16 +1,9 @@
 #!/usr/bin/env bash
-# Everything a GPU lease has to check, in about eight minutes on an H100 machine
-# (docs/gpu.md, "A first GPU lease"): `pytest -k cuda` three times (in random order first, if
-# pytest-randomly is installed; the others on four workers, if pytest-xdist is), then the
-# throughput pieces: the paper's config and uniform replay with CUDA graphs, eight runs at once
-# (under MPS when nvidia-cuda-mps-control is there), and the eager default.
+# What a GPU lease checks (docs/gpu.md, "A first GPU lease"): `pytest -k cuda` three times,
+# then the throughput pieces; each step has its own time limit, and each part fits a 9-minute
+# command. Logged to OUT_DIR/gpu_check.log.
 #
-#   scripts/gpu_check.sh docs/gpu_figures/LEASE          # both parts: the pieces land there
-#   scripts/gpu_check.sh docs/gpu_figures/LEASE tests    # only the tests (at most 7.5 minutes)
-#   scripts/gpu_check.sh docs/gpu_figures/LEASE figures  # only the pieces (at most 6 minutes)
-#
-# Each step has its own time limit, so that a hanging one leaves time for the rest; each part
-# fits a 9-minute command whatever happens. Everything is logged to LEASE/gpu_check.log.
+#   scripts/gpu_check.sh docs/gpu_figures/LEASE [tests|figures]
 set -uo pipefail
 
 OUT=${1:?usage: scripts/gpu_check.sh OUT_DIR [tests|figures]}

@@ -1,6 +1,5 @@
-"""The requirements to download for an install without network (docs/gpu.md, "Installing
-without network"): the project's dependencies and those of every extra, one per line, without
-torch (the machine's own CUDA build is installed separately) and without the project itself.
+"""The requirements to download for an install without network (docs/gpu.md): those of the
+project and of every extra, one a line, but torch (the machine's own build) and the project.
 
     python scripts/offline_requirements.py > requirements-offline.txt
 """
@@ -22,11 +21,9 @@ def requirement_name(requirement: str) -> str:
 def offline_requirements(pyproject: dict) -> list[str]:
     """The `project` table's dependencies and every extra's, in file order, each once."""
     project = pyproject["project"]
-    every = list(project["dependencies"])
-    for extra in project.get("optional-dependencies", {}).values():
-        every += extra
-    kept = [r for r in every if requirement_name(r) not in LEFT_OUT]
-    return list(dict.fromkeys(kept))
+    extras = project.get("optional-dependencies", {}).values()
+    every = [*project["dependencies"], *(r for extra in extras for r in extra)]
+    return list(dict.fromkeys(r for r in every if requirement_name(r) not in LEFT_OUT))
 
 
 def main() -> None:

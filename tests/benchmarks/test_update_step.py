@@ -21,12 +21,20 @@ def test_one_row_per_variant() -> None:
         "--calls=1",
         "--warmup=1",
         "--option=cpp_wrapper=false",
+        "--norms",
     )
     assert done.returncode == 0, done.stderr
     rows = [
         line.split("|")[1].strip() for line in done.stdout.splitlines() if line.startswith("| ")
     ]
-    assert rows == ["variant", "---", "eager", "compiled", "compiled, cpp_wrapper=false"]
+    assert rows == [
+        "variant",
+        "---",
+        "eager",
+        "compiled",
+        "compiled, cpp_wrapper=false",
+        "eager, parameter-change norms",
+    ]
 
 
 def test_the_acting_table_has_a_row_per_variant() -> None:
