@@ -31,9 +31,8 @@ Hydra reads its overrides; each but ``env.KEY`` is a setting of
                                  Atari, make_minatar_env for MinAtar): env.max_episode_frames
 
 It prints a table (per game: raw mean ± std, human-normalized score, the paper's Double DQN
-scores; the raw scores alone under the episodes protocol) and writes it as JSON and CSV. Exit
-status 2 with a one-line message on bad input, including a protocol that needs human reference
-data for runs of an env kind that has none (MinAtar: noop and human_starts).
+scores; raw scores alone under episodes) and writes it as JSON and CSV. Exit status 2 with one
+line on bad input, including a protocol that needs human reference data MinAtar lacks.
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
 from evaluation.scores import normalized_score
 from evaluation.settings import EvaluateSettings
-from evaluation.snapshot import frame_shape_of, load_agent_snapshot
+from evaluation.snapshot import load_agent_snapshot
 from reporting.score_table import (
     RunScore,
     format_table,
@@ -78,12 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path, options = read_command_line(argv)
         run(path, options)
-    except ValueError as error:
+    except (ValueError, ReportNotWritten) as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
-    except ReportNotWritten as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, ValueError) else 1
     return 0
 
 
@@ -92,8 +88,7 @@ class ReportNotWritten(RuntimeError):
 
 
 def read_command_line(argv: list[str]) -> tuple[Path, dict]:
-    """The path and the options: the settings (`EvaluateSettings`, each checked) and the env
-    overrides (`env`, checked against each run's env kind by check_runs)."""
+    """The path and the options: the checked settings and the ``env`` overrides."""
     defaults = {**EvaluateSettings.defaults(), "env": {}}
     positional, values = parse_arguments(argv, defaults, open_sections=("env",))
     if len(positional) != 1:
@@ -104,9 +99,8 @@ def read_command_line(argv: list[str]) -> tuple[Path, dict]:
 
 
 def choose_protocol(name: str | None, specs: list[RunSpec]) -> Protocol:
-    """The protocol ``name``, refused (one line naming it, the env kind and why) unless it can
-    evaluate every run's env kind; with no name, the first registered protocol that needs no
-    start_states= and can: no-op starts where every run is Atari, else episodes."""
+    """The protocol ``name``, refused unless it can evaluate every run's env kind; with no name,
+    the first registered one that needs no start_states= and can."""
     kinds = sorted({spec.env_kind for spec in specs})
     if name is None:
         for protocol in PROTOCOLS.values():
@@ -126,15 +120,13 @@ def choose_protocol(name: str | None, specs: list[RunSpec]) -> Protocol:
 
 
 def _unavailable(protocol: Protocol, kinds: list[str]) -> dict[str, str]:
-    """Env kind -> why ``protocol`` cannot evaluate its runs, for those of ``kinds`` it cannot."""
     reasons = {kind: protocol.unavailable_reason(environment_kind(kind)) for kind in kinds}
     return {kind: reason for kind, reason in reasons.items() if reason is not None}
 
 
 def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
-    """The options that depend on the protocol and the runs' env kinds: start states where the
-    protocol needs them, env.KEY overrides that are settings of each run's env kind, and
-    snapshots that fit their runs (each is read once more to play it: they are small)."""
+    """The options that depend on the protocol and the runs' env kinds, and snapshots that fit
+    their runs (each is read again to play it: they are small)."""
     if protocol.needs_start_states and not options["start_states"]:
         raise ValueError(
             f"protocol={protocol.name} needs start_states=FILE.npz (or a directory of "
@@ -147,9 +139,7 @@ def check_runs(protocol: Protocol, specs: list[RunSpec], options: dict) -> None:
 
 
 def run(path: Path, options: dict) -> None:
-    """Evaluate every run under ``path``, print the table, write JSON and CSV. Everything that
-    can be refused is refused before the first episode is played and before any file is
-    written."""
+    """Evaluate every run under ``path``: all that can be refused is, before the first episode."""
     specs = find_snapshots(path, options["snapshot"])
     protocol = choose_protocol(options["protocol"], specs)
     check_runs(protocol, specs, options)
@@ -196,8 +186,7 @@ def report_bytes(protocol: Protocol, specs: list[RunSpec], options: dict) -> int
 
 
 def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
-    """The snapshot must be an agent for the run's game and for the frames of its env (a
-    one-line ValueError if not)."""
+    """A one-line ValueError unless the snapshot plays the run's game and its env's frames."""
     payload = read_snapshot(spec.snapshot)
     environment = environment_kind(spec.env_kind)
     game = payload["game"]
@@ -213,7 +202,7 @@ def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
         )
     # The kind's defaults where the config sets nothing (a snapshot outside a run).
     settings = typed(environment.settings, {**env_kwargs, "kind": spec.env_kind})
-    env_shape, agent_shape = tuple(environment.frame_shape(settings)), frame_shape_of(payload)
+    env_shape, agent_shape = tuple(environment.frame_shape(settings)), tuple(payload["frame_shape"])
     if env_shape != agent_shape:
         # A snapshot outside its run directory has no config: it is taken for an Atari agent.
         hint = "" if spec.env_kwargs else " (no run config beside it: evaluate its run directory)"
@@ -273,14 +262,12 @@ def start_state_file(path: Path, game: str) -> Path:
 
 
 def env_arguments(protocol: Protocol, spec: RunSpec, options: dict) -> dict:
-    """The env's settings for a run (``env.kind`` and its factory's arguments): its config's,
-    then the env.KEY overrides; the protocol's episode cap where neither sets one."""
+    """A run's env settings: its config's, then the env.KEY overrides, over the protocol's cap."""
     return {"max_episode_frames": protocol.max_episode_frames, **spec.env_kwargs, **options["env"]}
 
 
 def epsilon_of(protocol: Protocol, spec: RunSpec, options: dict) -> float:
-    """epsilon= where given; else the run's own test ε for a protocol that uses it; else the
-    protocol's."""
+    """epsilon=, else the run's test ε for a protocol that uses it, else the protocol's."""
     if options["epsilon"] is not None:
         return options["epsilon"]
     if protocol.uses_run_epsilon and spec.test_epsilon is not None:
@@ -289,7 +276,7 @@ def epsilon_of(protocol: Protocol, spec: RunSpec, options: dict) -> float:
 
 
 def noop_max_of(spec: RunSpec, env: dict) -> int:
-    """The most random no-ops the run's env plays at a reset (0 for a factory without no-ops)."""
+    """The most random no-ops the run's env plays at a reset (0 for a kind without them)."""
     default = environment_kind(spec.env_kind).settings.defaults().get("noop_max", 0)
     return env.get("noop_max", default)
 

@@ -30,7 +30,6 @@ def write_all(descriptor: int, data, offset: int | None = None) -> None:
 
 
 def write_atomically(path: Path, data) -> None:
-    """Write the bytes `data` to a temporary file, fsync it and rename it onto `path`."""
     write_files_atomically({Path(path): data})
 
 

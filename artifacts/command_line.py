@@ -26,8 +26,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def unwritable_reason(directory: Path, needed: int = 0) -> str | None:
-    """Why `directory` cannot be created or written into, or hold `needed` bytes more (its
-    disk has less free), or None if it can."""
+    """Why `directory` cannot be created or written into, or hold `needed` bytes more, or None."""
     if directory.exists() and not directory.is_dir():
         return f"{directory} is a file, not a directory"
     ancestor = directory.absolute()
@@ -44,16 +43,13 @@ def unwritable_reason(directory: Path, needed: int = 0) -> str | None:
 
 
 def available_memory_bytes() -> int:
-    """Memory this process can still be given without swapping (`available_memory`)."""
     return available_memory()[0]
 
 
 def available_memory(proc: Path = PROC, cgroups: Path = CGROUPS) -> tuple[int, str]:
-    """The memory this process can still be given without swapping, and the limit that
-    sets it ("" for the machine's own): the smallest of the memory the machine has available
-    (MemAvailable), what its address-space limit leaves (`ulimit -v`), and what each memory
-    cgroup it lies in leaves under its limit (SLURM's `--mem`, a container's; cgroup v2's
-    memory.max, v1's memory.limit_in_bytes, and those of the cgroups above it)."""
+    """The memory this process can still be given without swapping, and the limit that sets it
+    ("" for the machine's): the least of MemAvailable, what `ulimit -v` leaves, and what each
+    memory cgroup it lies in leaves (SLURM's `--mem`, a container's; v1 and v2)."""
     try:
         machine = _kernel_bytes(proc / "meminfo", "MemAvailable")
     except (OSError, KeyError, ValueError):
@@ -94,9 +90,8 @@ CGROUP_FILES = {
 
 
 def _cgroups_left(proc: Path, cgroups: Path) -> list[tuple[int, str]]:
-    """What this process's memory cgroup, and each one above it, leaves under its limit.
-    A cgroup's path that does not exist below the mount (a container's without a namespace
-    of its own) is passed over up to the mount, which is the container's own cgroup."""
+    """What this process's memory cgroup, and each one above it, leaves under its limit; a path
+    missing below the mount (a container without a cgroup namespace) is passed over."""
     try:
         lines = (proc / "self/cgroup").read_text().splitlines()
     except OSError:
@@ -116,8 +111,7 @@ def _cgroups_left(proc: Path, cgroups: Path) -> list[tuple[int, str]]:
 
 
 def _cgroup_left(directory: Path, limit_file: str, usage_file: str, reclaimable: str):
-    """(what the cgroup at `directory` leaves under its limit, the limit), or None where it
-    has none ("max") or is not there."""
+    """(what the cgroup at `directory` leaves under its limit, why), or None without a limit."""
     try:
         limit = int((directory / limit_file).read_text())
         usage = int((directory / usage_file).read_text())

@@ -63,8 +63,7 @@ def first_damage(path: Path, end: int | None = None) -> Damage | None:
 
 
 def _record_problem(data, offset: int, size: int) -> tuple[str | None, bool]:
-    """(what is wrong with the record at `offset` of the first `size` bytes of `data`, or
-    None; whether it is only cut short)."""
+    """(what is wrong with the record at `offset`, or None; whether it is only cut short)."""
     if offset + _HEADER > size:
         return "is cut short in its length", True
     length_bytes = data[offset : offset + _LENGTH.size]

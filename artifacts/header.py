@@ -14,7 +14,6 @@ class Header:
     name: str  # what the file is, as a message calls it: "agent snapshot"
 
     def fields(self) -> dict:
-        """What a writer puts into its payload (a torch dict, or an .npz file's JSON metadata)."""
         return {"format": self.format, "version": self.version}
 
     def check(
@@ -24,9 +23,7 @@ class Header:
         error: type[Exception] = ValueError,
         remedy: str = "",
     ) -> None:
-        """Raise `error`, one line naming `path`, what it should be and what this code reads,
-        unless `payload` is a dict that carries this header. `remedy` ends the line for a file
-        of another version: what to do with it (regenerate it, use an older release)."""
+        """Raise `error`, one line, unless `payload` is a dict that carries this header."""
         if not isinstance(payload, dict) or payload.get("format") != self.format:
             article = "an" if self.name[0] in "aeiou" else "a"
             raise error(

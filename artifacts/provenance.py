@@ -1,19 +1,12 @@
-"""What made a run: the code and the libraries of each of its starts, in its provenance.yaml.
+"""What made a run: the code and the libraries of each of its starts, in its provenance.yaml:
 
     starts:
-    - step: 0                  the agent step it started from (a resumed run's checkpoint)
-      time: '2026-11-27T11:21:14Z'
-      commit: 84135fb...       the project's git commit; null where the code is no git checkout
-      dirty: false             tracked files differed from the commit; null with the commit
-      python: 3.11.2
-      torch: 2.13.0+cpu        each library's installed version; null where it is not installed
-      numpy: 2.3.1
-      ale-py: 0.12.1
-      minatar: 1.0.15
+    - {step: 0, time: '2026-11-27T11:21:14Z', commit: 84135fb..., dirty: false, python: 3.11.2,
+       torch: 2.13.0+cpu, numpy: 2.3.1, ale-py: 0.12.1, minatar: 1.0.15}
 
-train.py appends a start each time a run starts or resumes (`launch.run_config`); an export
-copies the file. A run from before runs recorded this has no file, and its export one with no
-starts: its code is unknown, and nothing here guesses it. Reading the file needs no torch.
+train.py appends a start each time a run starts or resumes; `commit` and `dirty` are null where
+the code is no git checkout, a library's version null where it is not installed. A run from
+before runs recorded this has no file: its code is unknown, and nothing here guesses it.
 """
 
 import platform
@@ -48,9 +41,8 @@ def _git(root: Path, *arguments: str) -> str | None:
 
 
 def code_state(root: Path = _PROJECT_ROOT) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the project's code at `root`: None, None unless `root` is the top of
-    a git work tree (an installed copy inside some other repository is not that repository's
-    commit). Dirty: a tracked file differs from the commit; untracked files do not count."""
+    """(commit, whether a tracked file differs from it) of the code at `root`; None, None unless
+    `root` is the top of a git work tree (a copy inside another repository is not its commit)."""
     top = _git(root, "rev-parse", "--show-toplevel")
     if top is None or Path(top).resolve() != Path(root).resolve():
         return None, None
@@ -69,7 +61,6 @@ def _version(distribution: str) -> str | None:
 
 
 def this_start(step: int, root: Path = _PROJECT_ROOT) -> dict:
-    """The entry of a start at agent step `step` with the code at `root`, now."""
     commit, dirty = code_state(root)
     return {
         "step": step,
@@ -108,9 +99,8 @@ class Provenance:
 
     @property
     def code(self) -> str:
-        """The commits in the order they ran the run, short, `-dirty` after one that differed
-        from its commit, `unknown` for a stretch without a record (before the first start
-        recorded, or a start outside a git checkout)."""
+        """The short commits in the order they ran the run, `-dirty` after one that differed
+        from its commit, `unknown` for a stretch without a record."""
         names = [] if self.complete else [UNKNOWN]
         for start in self.starts:
             commit = start.get("commit")

@@ -1,16 +1,8 @@
-"""The directory a training run writes, and finding such directories below a path.
+"""The directory a training run writes, and finding such directories below a path:
 
     runs/<game>/<replay kind>/<date>_<time>/
-        config.yaml       the fully resolved configuration: the run's record
-        changes.yaml      what changed after the start (a setting set on resume, a fallback),
-                          only when something did (training.run_record)
-        provenance.yaml   the code's commit and the libraries' versions of each start
-                          (artifacts.provenance)
-        checkpoints/      crash-safe checkpoints to resume from (training.checkpoints)
-        tensorboard/      event files
-        agent_latest.pt   agent snapshots (artifacts.snapshot): the latest periodic test's agent,
-        agent_best.pt     the best one's,
-        agent_final.pt    and the last step's, with its target network and optimizer
+        config.yaml, changes.yaml (what changed after the start, if anything), provenance.yaml,
+        checkpoints/, tensorboard/, agent_latest.pt, agent_best.pt, agent_final.pt
 
 An export of a run (`python -m reporting export`) is a run directory too: its config.yaml, its
 provenance.yaml and the CSV files of its scores.
@@ -49,10 +41,8 @@ def variant_name(
     priority_signal: str = DEFAULT_PRIORITY_SIGNAL,
     eviction: str = DEFAULT_EVICTION,
 ) -> str:
-    """`[<target_rule>-]<kind>[-<priority_signal>][-<eviction>]`: each optional part present
-    only where it is not the paper's setting, so runs of one game that differ in the agent or
-    the replay get distinct names, and a run with the paper's settings is named by its replay
-    kind alone (`proportional`; MinAtar's DQN with Huber-loss priorities:
+    """`[<target_rule>-]<kind>[-<priority_signal>][-<eviction>]`, each optional part only where
+    it is not the paper's setting (MinAtar's DQN with Huber-loss priorities:
     `dqn-proportional-huber_loss`)."""
     name = kind
     if priority_signal != DEFAULT_PRIORITY_SIGNAL:
@@ -63,8 +53,7 @@ def variant_name(
 
 
 def read_yaml_file(path: Path, what: str):
-    """A YAML file's data, read with a safe load (no tag runs code); a one-line ValueError
-    naming `what` and the file where it cannot be read or is not YAML."""
+    """A YAML file's data (a safe load: no tag runs code), or a one-line ValueError."""
     try:
         return yaml.safe_load(Path(path).read_text("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
@@ -73,14 +62,12 @@ def read_yaml_file(path: Path, what: str):
 
 
 def read_config_file(path: Path):
-    """A config.yaml's data (`read_yaml_file`)."""
     return read_yaml_file(path, "run config")
 
 
 @dataclass(frozen=True)
 class RunDirectory:
-    """One run directory: where its files are, and what its config.yaml says (read on first
-    use, with a YAML safe load: no code runs)."""
+    """One run directory: where its files are, and what its config.yaml says."""
 
     path: Path
 
@@ -98,7 +85,6 @@ class RunDirectory:
 
     @functools.cached_property
     def provenance(self) -> Provenance:
-        """What made the run (`artifacts.provenance`); no start known without the file."""
         return read_provenance(self.provenance_file)
 
     @property
@@ -123,15 +109,13 @@ class RunDirectory:
 
     @functools.cached_property
     def config(self) -> dict:
-        """config.yaml as plain data, as this version writes it (`artifacts.upgrade`); {}
-        where it holds no mapping (not a run's)."""
+        """config.yaml as this version writes it (`artifacts.upgrade`); {} if no mapping."""
         config = read_config_file(self.config_file)
         return upgrade_config(config if isinstance(config, dict) else {})
 
     @property
     def env(self) -> dict:
-        """The env's settings as the run was trained with (`kind` and its factory's), its
-        game by its canonical id."""
+        """The env's settings as the run was trained with, its game by its canonical id."""
         return dict(self.config["env"])
 
     @property
@@ -140,7 +124,6 @@ class RunDirectory:
 
     @property
     def environment_kind(self) -> EnvironmentKind:
-        """env.kind's entry in the registry."""
         return environment_kind(self.env["kind"])
 
     @property
@@ -159,8 +142,7 @@ class RunDirectory:
 
     @property
     def variant(self) -> str | None:
-        """What tells this run apart from the other runs of its game (`variant_name`); None
-        where `kind` is None."""
+        """What tells this run apart from the other runs of its game (`variant_name`)."""
         if self.kind is None:
             return None
         return variant_name(
@@ -172,8 +154,7 @@ class RunDirectory:
 
     @property
     def kind(self) -> str | None:
-        """replay.kind: "uniform", "rank_based" or "proportional"; None in a config.yaml that
-        is not a training run's."""
+        """replay.kind; None in a config.yaml that is not a training run's."""
         replay = self.config.get("replay")
         kind = replay.get("kind") if isinstance(replay, dict) else None
         return None if kind is None else str(kind)
@@ -197,9 +178,8 @@ class RunDirectory:
 
 
 def find_runs(root: str | os.PathLike) -> list[RunDirectory]:
-    """The run directories at `root` or below it, sorted by path: those whose config.yaml has a
-    replay.kind. Hydra's own records (.hydra/, .submitit/) are not runs, nor is anything else
-    below a dot-directory. An unreadable config.yaml is a one-line ValueError."""
+    """The run directories at or below `root` (a config.yaml with a replay.kind, outside
+    dot-directories such as Hydra's .hydra/), sorted by path."""
     root = Path(root)
     runs = []
     for config_file in sorted(root.rglob(CONFIG)):

@@ -1,26 +1,16 @@
-"""Agent snapshots: the online network plus what an evaluator needs to rebuild the agent.
-
-One definition shared by the writer (the training loop: latest, best and final agent) and the
-readers (evaluate.py). A snapshot is a dict of tensors and plain values saved with
-``torch.save``::
-
-    {"format": "per-atari-agent", "version": 1, "online": <state_dict>, "num_actions": int,
-     "history_length": int, "network": name, "frame_shape": [int, ...], "game": game id,
-     "step": agent steps, "frames": emulator frames,
-     "score": mean test score that made it the best, or None}
-
-(Older snapshots are read as this version writes them: `artifacts.upgrade`.)
-
-The final snapshot adds ``"target"`` and ``"optimizer"`` (``DoubleDQN.state_dict``'s), so
-training can go on from it. It loads with ``torch.load(weights_only=True)``: nothing in it can
-execute code.
+"""Agent snapshots, written by the training loop (latest, best and final agent) and read by
+evaluate.py: a ``torch.save`` dict of tensors and plain values, which loads with
+``torch.load(weights_only=True)`` (nothing in it can run code). It holds the online network and
+what rebuilds the agent around it (`_payload`); the final snapshot adds ``"target"`` and
+``"optimizer"``, so training can go on from it. Older snapshots are read as this version writes
+them (`artifacts.upgrade`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -55,16 +45,8 @@ class SnapshotInfo:
 
     @classmethod
     def of(cls, path: str | os.PathLike, payload: dict) -> SnapshotInfo:
-        """The metadata of a payload that `read_snapshot` returned."""
-        return cls(
-            path=Path(path),
-            game=payload["game"],
-            num_actions=payload["num_actions"],
-            history_length=payload["history_length"],
-            step=payload["step"],
-            frames=payload["frames"],
-            score=payload.get("score"),
-        )
+        metadata = {field.name: payload.get(field.name) for field in fields(cls)[1:]}
+        return cls(path=Path(path), **metadata)
 
 
 def _payload(agent: DoubleDQN, game: str, step: int, frames: int, score: float | None) -> dict:
@@ -84,7 +66,6 @@ def _payload(agent: DoubleDQN, game: str, step: int, frames: int, score: float |
 
 
 def _save(path: str | os.PathLike, payload: dict) -> None:
-    """A reader sees the old file or the new one, never a half-written one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_atomically(path, payload)
@@ -99,15 +80,13 @@ def save_agent_snapshot(
     frames: int,
     score: float | None,
 ) -> None:
-    """Write ``agent``'s online network and its metadata atomically."""
     _save(path, _payload(agent, game, step, frames, score))
 
 
 def save_final_snapshot(
     path: str | os.PathLike, agent: DoubleDQN, *, game: str, step: int, frames: int
 ) -> None:
-    """The agent at the end of training: a snapshot (unevaluated, so ``score`` is None) with
-    the target network and the optimizer state besides."""
+    """The agent at the end of training, unevaluated, with its target network and optimizer."""
     state = agent.state_dict()
     payload = _payload(agent, game, step, frames, score=None)
     _save(path, {**payload, "target": state["target"], "optimizer": state["optimizer"]})

@@ -14,8 +14,7 @@ _PLAIN = (bool, int, float, str, type(None))
 
 
 def to_tensors(value):
-    """Nested numpy arrays and bytes become tagged tensors and numpy scalars Python numbers, so
-    `torch.load(weights_only=True)` reads them back; tensors and plain values stay. Anything
+    """Nested numpy arrays and bytes as tagged tensors, numpy scalars as Python numbers; anything
     else is a TypeError here, rather than a checkpoint that cannot be loaded."""
     if isinstance(value, dict):
         return {key: to_tensors(item) for key, item in value.items()}
@@ -54,5 +53,4 @@ def torch_bytes(payload) -> memoryview:
 
 
 def save_atomically(path: Path, payload) -> None:
-    """`torch.save` that a crash can never leave half-written (`write_atomically`)."""
     write_atomically(path, torch_bytes(payload))

@@ -110,7 +110,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def settings_from(args: argparse.Namespace, study: Study) -> ReplaySettings | StreamSettings:
-    """What `study.run` takes."""
     settings = ReplaySettings(
         max_updates=int(args.max_updates),
         proportional_exponent=args.proportional_exponent,
@@ -124,7 +123,7 @@ def settings_from(args: argparse.Namespace, study: Study) -> ReplaySettings | St
 
 
 def report(results, out: Path, study: Study = PAPER) -> str:
-    """Writes the figures and the summary markdown; returns the markdown."""
+    """Writes the figures and the summary markdown, and returns the markdown."""
     summaries = summarize(results)
     sections = []
     for name, panel in study.panels.items():
@@ -153,8 +152,7 @@ def refuse(message: str) -> NoReturn:
 
 
 def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
-    """A grid whose largest runs would not fit in the memory available is refused before any
-    work (one line, exit status 2)."""
+    """Refuse, before any work, a grid whose largest runs would not fit in memory."""
     runs = len(variants) * args.seeds * (args.max_n - args.min_n + 1)
     needed, available = grid_bytes(args.max_n, args.jobs, runs), available_memory_bytes()
     if needed > available:
@@ -166,8 +164,7 @@ def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
 
 
 def run(args: argparse.Namespace, study: Study, variants: Sequence[str], csv_path: Path):
-    """The grid's results, written to `csv_path`; a grid that fails or is interrupted part-way
-    writes the runs it finished there and ends in one line."""
+    """The grid's results, written to `csv_path` (the runs finished, by a grid that fails)."""
     start, finished = time.perf_counter(), []
     try:
         results = run_grid(

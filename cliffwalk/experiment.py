@@ -1,12 +1,8 @@
-"""Runs a Blind Cliffwalk grid (variants × n × seeds), in parallel (`cliffwalk.plots` summarizes
-it).
-
-A variant is a representation (tabular or linear) and a replay strategy. For one seed and one
-n every variant sees the same memory order and the same initial θ (common random numbers:
-both come from SeedSequence([seed, n])), so variants differ only by how they replay.
-
-A `Study` is one comparison the command line runs: the paper's figures (`PAPER`), the
-learning-progress signals (`SIGNALS`), or the streaming memory (`cliffwalk.streaming`).
+"""Runs a Blind Cliffwalk grid (variants × n × seeds) in parallel. A variant is a representation
+and a replay strategy; for one seed and n every variant sees the same memory order and initial θ
+(both from SeedSequence([seed, n])), so variants differ only by how they replay. A `Study` is
+one comparison: the paper's figures (`PAPER`), the learning-progress signals (`SIGNALS`), or the
+streaming memory (`cliffwalk.streaming`).
 """
 
 import csv
@@ -95,11 +91,9 @@ class Panel:
 
 @dataclass(frozen=True)
 class Study:
-    """One comparison of `python -m cliffwalk`: how a run goes, which strategies it knows, and
-    what it draws. Its csv and summary are `{name}.csv` and `{name}_summary.md`, its figures
-    `{panel name}.png`. `memory` names the x axis, `memory_column` the table's column of the
-    memory size, `updates` the y axis: they differ when the memory is not the paper's.
-    `paired`, if any, writes a markdown comparison of runs that share a seed, for the summary."""
+    """One comparison of `python -m cliffwalk`: `{name}.csv`, `{name}_summary.md` and a figure
+    per panel. `memory` and `updates` name the axes, `memory_column` the table's memory size;
+    `paired`, if any, compares runs that share a seed, for the summary."""
 
     name: str
     run: Callable[[str, int, int, object], RunResult]
@@ -113,7 +107,6 @@ class Study:
 
     @property
     def variants(self) -> tuple[str, ...]:
-        """Every variant its panels draw, each once, in panel order."""
         return tuple(
             dict.fromkeys(
                 f"{panel.representation}/{strategy}"
@@ -137,8 +130,7 @@ RUN_BYTES_PER_TRANSITION = 300
 
 
 def grid_bytes(max_n: int, jobs: int, runs: int) -> int:
-    """About the most memory a grid takes at once: its `jobs` workers each on a run of the
-    largest memory (they start first), or as many as there are runs."""
+    """About the most memory a grid takes at once: its workers each on a largest run."""
     return min(jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(max_n)
 
 
@@ -153,8 +145,7 @@ def run_grid(
     finished: list[RunResult] | None = None,
 ) -> list[RunResult]:
     """Every (variant, n, seed) run of `study`, largest memories first so the slowest start
-    early. `settings` is what `study.run` takes. Each result is also appended to `finished`
-    as it comes in, so that a grid that fails part-way keeps the runs it finished."""
+    early; each result is appended to `finished` as it comes, for a grid that fails part-way."""
     for variant in variants:
         study.parse(variant)
     tasks = [
@@ -179,12 +170,10 @@ def run_grid(
 
 
 def result_order(result: RunResult) -> tuple:
-    """The order of cliffwalk.csv's rows."""
     return (result.representation, result.strategy, result.n, result.seed)
 
 
 def write_results(results: Sequence[RunResult], path, kind: type = RunResult) -> None:
-    """One row per run; `kind` is the results' dataclass (its fields are the columns)."""
     with open(path, "w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=[field.name for field in fields(kind)])
         writer.writeheader()
@@ -195,18 +184,16 @@ def read_results(path, kind: type = RunResult) -> list[RunResult]:
     types = {field.name: field.type for field in fields(kind)}
     with open(path, newline="") as file:
         rows = list(csv.DictReader(file))
-    convert = {int: int, float: float, str: str}
-    return [kind(**{k: convert[types[k]](v) for k, v in row.items()}) for row in rows]
+    return [kind(**{k: types[k](v) for k, v in row.items()}) for row in rows]
 
 
 def paired_table(
     results: Sequence[RunResult], title: str, comparisons: dict[str, tuple[str, str]]
 ) -> str:
-    """Strategy B against strategy A seed by seed, for each column label → (A, B): the seeds
-    where B needed fewer updates than A, and the median over seeds of updates(A)/updates(B)
-    (above 1: B needed fewer). Runs of one seed share the memory (or stream) and θ, so their
-    difference is the strategies' alone, which the min–max over seeds hides. A run that did not
-    converge counts as +∞ updates; a ratio ∞/∞ is left out."""
+    """Strategy B against A seed by seed, per column label → (A, B): the seeds where B needed
+    fewer updates, and the median of updates(A)/updates(B). Runs of a seed share memory and θ,
+    so their difference is the strategies' alone. A run that did not converge counts as +∞
+    updates; a ratio ∞/∞ is left out."""
     updates = {
         (r.representation, r.strategy, r.n, r.seed): r.updates if r.status == CONVERGED else np.inf
         for r in results

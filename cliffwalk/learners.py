@@ -1,17 +1,10 @@
 """Q-learning on Blind Cliffwalk transitions, tabular or with linear function approximation
-(Schaul et al. 2016, Appendix B.1, Equations 2 and 3).
-
-Q(s, a) = θᵀφ(s, a). Tabular: φ is the one-hot vector of the pair 2 s + a. Linear: the state is
-encoded as a one-hot vector followed by a constant bias feature 1, and each action has its own
-weights over it, Q(s, a) = w_a[s] + b_a (θ = the 2n pair weights, then b_0, b_1). The per-action
-bias is what makes the paper's alternation of the 'right' action matter: a bias shared by all
-pairs could not tell actions apart anyway, whereas b_a could learn "action a is right" if the
-right action never alternated (Appendix B.1, Figure 1's caption).
-
-One update on transition (S, A, R, S'):
-δ = R + γ' max_a Q(S', a) − Q(S, A), with γ' = γ unless the transition is terminal (then 0),
-and θ ← θ + η δ φ(S, A). The per-update kernels are compiled with numba because a run makes
-up to millions of single updates and the interpreter would otherwise dominate.
+(Schaul et al. 2016, Appendix B.1, Equations 2 and 3): Q(s, a) = θᵀφ(s, a), and one update on
+(S, A, R, S') is θ ← θ + η δ φ(S, A) with δ = R + γ' max_a Q(S', a) − Q(S, A) (γ' = 0 when
+terminal). Tabular φ is the pair's one-hot vector; linear adds a per-action bias,
+Q(s, a) = w_a[s] + b_a, which could learn "action a is right" were it not for the alternation
+(Appendix B.1). The update kernels are compiled with numba: a run makes up to millions of
+single updates, which the interpreter would dominate.
 """
 
 import numpy as np
@@ -69,10 +62,7 @@ def _replay_sequence(
     indices,
     tolerance,
 ):
-    """Updates on `indices` in order until the MSE drops below `tolerance`.
-
-    Returns (updates made, whether converged, largest |δ|, number of |δ| > 1).
-    """
+    """`QLearner.replay_sequence`'s loop: (updates, converged, largest |δ|, count of |δ| > 1)."""
     largest, above_one = 0.0, 0
     for k in range(indices.shape[0]):
         delta = _update(
@@ -87,13 +77,9 @@ def _replay_sequence(
 
 
 class QLearner:
-    """Q-learning with one-hot features, optionally plus per-action bias weights, on a memory.
-
-    Invariants: `theta` has 2n entries (one per pair) and, when `has_bias`, the biases of
-    actions 0 and 1 after them; `feature_norms[pair]` is ‖φ(pair)‖ (1 tabular, √2 linear);
-    `max_abs_td_error` and `td_errors_above_one` cover every update made so far, so a caller can
-    report whether the samplers' clip of |δ| to 1 ever mattered.
-    """
+    """Q-learning on a memory. `theta` holds a weight per pair, then (`has_bias`) the biases of
+    actions 0 and 1; `max_abs_td_error` and `td_errors_above_one` cover every update so far,
+    to tell whether the samplers' clip of |δ| to 1 ever mattered."""
 
     def __init__(
         self,
@@ -101,22 +87,19 @@ class QLearner:
         *,
         has_bias: bool,
         rng: np.random.Generator,
-        step_size: float = STEP_SIZE,
-        init_std: float = INIT_STD,
     ):
         self.memory = memory
         self.has_bias = has_bias
         self.gamma = discount(memory.n)
-        self.step_size = step_size
+        self.step_size = STEP_SIZE
         self.q_true = true_q_values(memory.n)
-        self.theta = rng.normal(0.0, init_std, size=2 * memory.n + 2 * int(has_bias))
+        self.theta = rng.normal(0.0, INIT_STD, size=2 * memory.n + 2 * int(has_bias))
         self.feature_norms = np.linalg.norm(self.features(), axis=1)
         self.max_abs_td_error = 0.0
         self.td_errors_above_one = 0
 
     def features(self) -> np.ndarray:
-        """φ of every pair as rows (2n × len(theta)): the identity, plus (linear) a one in the
-        column of the pair's action bias."""
+        """φ of every pair as rows (2n × len(theta))."""
         pairs = 2 * self.memory.n
         features = np.zeros((pairs, self.theta.shape[0]))
         features[np.arange(pairs), np.arange(pairs)] = 1.0
@@ -125,7 +108,6 @@ class QLearner:
         return features
 
     def q_values(self) -> np.ndarray:
-        """Q(s, a) of every pair 2 s + a."""
         return self.features() @ self.theta
 
     def mse(self) -> float:
@@ -133,19 +115,14 @@ class QLearner:
         return float(_mse(self.theta, self.has_bias, self.q_true))
 
     def td_errors(self, indices: np.ndarray) -> np.ndarray:
-        """δ of the given memory transitions under the current θ, without updating."""
+        """δ of the given memory transitions, without updating."""
         m = self.memory
         q = self.q_values().reshape(-1, 2)
         bootstrap = np.where(m.terminal[indices], 0.0, self.gamma * q[m.next_state[indices]].max(1))
         return m.reward[indices] + bootstrap - q.reshape(-1)[m.pair[indices]]
 
     def parameter_change_norms(self, indices: np.ndarray, td_errors: np.ndarray) -> np.ndarray:
-        """‖Δθ‖ of the updates with these δ on these memory transitions.
-
-        Δθ = η δ φ(S, A) (Equation 3), so ‖Δθ‖ = η |δ| ‖φ(S, A)‖: a fixed multiple of |δ| per
-        pair, and the same multiple for every pair of a representation, since ‖φ‖ does not
-        depend on the pair.
-        """
+        """‖Δθ‖ = η |δ| ‖φ(S, A)‖ of the updates with these δ (Equation 3)."""
         return self.step_size * np.abs(td_errors) * self.feature_norms[self.memory.pair[indices]]
 
     def update(self, index: int) -> tuple[float, float]:
@@ -155,10 +132,7 @@ class QLearner:
         return delta, _mse(self.theta, self.has_bias, self.q_true)
 
     def replay_sequence(self, indices: np.ndarray, tolerance: float = TOLERANCE) -> int | None:
-        """Updates on `indices` in order, stopping as soon as the MSE is below `tolerance`.
-
-        Returns the number of updates made if it converged, None if it used them all.
-        """
+        """Updates on `indices` until the MSE is below `tolerance`: how many, None if all."""
         made, converged, largest, above_one = _replay_sequence(
             *self._update_arguments(),
             self.q_true,
@@ -169,7 +143,6 @@ class QLearner:
         return made if converged else None
 
     def _update_arguments(self) -> tuple:
-        """What the compiled update kernels read, in their argument order."""
         m = self.memory
         return (
             self.theta, self.has_bias, m.pair, m.next_state, m.reward, m.terminal,

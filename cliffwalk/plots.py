@@ -1,7 +1,6 @@
-"""The Blind Cliffwalk results summarized over seeds, and drawn as log-log figures and a
-markdown table as in the paper's Figures 1 and 2: number of updates until the MSE is below
-10^−3 against the memory size, median line with a faint min–max band over seeds. The same for
-every study (`cliffwalk.experiment.Study`): only the strategies and the axis labels differ."""
+"""The Blind Cliffwalk results summarized over seeds, drawn as log-log figures and markdown
+tables as in the paper's Figures 1 and 2: updates until the MSE is below 10^−3 against the
+memory size, the median line with a faint min–max band over seeds."""
 
 import math
 from collections.abc import Sequence
@@ -17,13 +16,8 @@ from cliffwalk.strategies import CAPPED, CONVERGED, STALLED
 
 @dataclass(frozen=True)
 class Summary:
-    """Median and min–max updates over the seeds of one variant at one n, whose runs all had a
-    memory of `transitions` (capacity, for a streaming memory).
-
-    A run that did not converge (capped or stalled) counts as +∞ updates: it never reached
-    the tolerance within its budget. So `median` is ∞ once half the runs failed, `maximum`
-    as soon as one did, and no statistic pretends a failed run was fast.
-    """
+    """Median and min–max updates over the seeds of one variant at one n. A run that did not
+    converge counts as +∞ updates, so no statistic pretends a failed run was fast."""
 
     representation: str
     strategy: str
@@ -94,9 +88,8 @@ def plot_figure(
     path: Path,
     study: Study = PAPER,
 ) -> None:
-    """One panel. Medians and band edges that are ∞ (runs that never converged) are not drawn;
-    a hollow marker flags a finite median with some failed runs, the legend says how many.
-    `study` names the axes."""
+    """One panel: ∞ medians and band edges are not drawn; a hollow marker flags a finite median
+    with some failed runs, the legend says how many."""
     figure = Figure(figsize=(5.5, 4.2), dpi=110)
     axes = figure.subplots()
     for strategy in strategies:
@@ -141,21 +134,14 @@ def plot_figure(
     figure.savefig(path)
 
 
+FAILURE_COUNTS = ("runs", "stalled", "capped")
+
+
 def _label(strategy: str, rows: Sequence[Summary]) -> str:
-    """The strategy's legend entry, with how many of its runs stalled or hit the cap."""
-    endings = [
-        (sum(row.stalled for row in rows), "stalled"),
-        (sum(row.capped for row in rows), "hit the cap"),
-    ]
-    label = STYLE[strategy][1]
-    if any(count for count, _ in endings):
-        total = sum(row.runs for row in rows)
-        label += (
-            " ("
-            + ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
-            + ")"
-        )
-    return label
+    total, stalled, capped = (sum(getattr(row, key) for row in rows) for key in FAILURE_COUNTS)
+    endings = ((stalled, "stalled"), (capped, "hit the cap"))
+    failed = ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
+    return STYLE[strategy][1] + (f" ({failed})" if failed else "")
 
 
 def _decorate(axes, summaries: Sequence[Summary], title: str, study: Study) -> None:
@@ -178,9 +164,7 @@ def markdown_table(
     strategies: Sequence[str],
     memory: str = "transitions",
 ) -> str:
-    """Median [min–max] updates per n (rows) and strategy (columns); ∞ stands for runs that
-    never converged, and how many capped or stalled is said in the cell. `memory` heads the
-    column of the memory size."""
+    """Median [min–max] updates per n (rows) and strategy (columns)."""
     rows = [s for s in summaries if s.representation == representation]
     memories = dict(sorted({s.n: s.transitions for s in rows}.items()))
     by_key = {(s.strategy, s.n): s for s in rows}

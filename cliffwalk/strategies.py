@@ -1,13 +1,8 @@
-"""Replay strategies for the Blind Cliffwalk: which memory transition to learn from next.
-
-Every strategy runs Q-learning updates one transition at a time on a full memory until the
-MSE to the true Q-values is below the tolerance or `max_updates` is spent, and returns the
-number of updates made. The stochastic strategies use the project's own samplers
-(`replay.sampler`, `replay.proportional`, `replay.rank_based`), with priorities from |δ| (the
-paper's) or, as `proportional:td_error_change` etc., from another learning-progress signal of
-`replay.priority_signals` (see `cliffwalk.progress`); none uses importance weights,
-because Appendix B.1 describes the plain update of Equation 3 (and in this deterministic task
-every sampling distribution that reaches all pairs has the same fixed point, Q*).
+"""Replay strategies for the Blind Cliffwalk: which memory transition to learn from next, one
+Q-learning update at a time on a full memory, until the MSE to Q* is below the tolerance or
+`max_updates` is spent. The stochastic ones use the project's samplers, with priorities from |δ|
+(the paper's) or, as `proportional:td_error_change` etc., another learning-progress signal
+(`cliffwalk.progress`); none uses importance weights, as Appendix B.1's plain update has none.
 """
 
 import heapq
@@ -27,21 +22,15 @@ from replay.sampler import UniformSampler
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """Budget and prioritization settings shared by every run of an experiment.
-
-    The paper does not state α for the Cliffwalk; the defaults are its Atari values (Table 3),
-    which are also the samplers' defaults. `rank_segments` is k of the rank-based sampler (see
-    `SamplerChoice`); `rank_resort_updates` re-sorts its heap every that many updates (None: once
-    per memory size).
-    """
+    """Budget and prioritization settings shared by every run of an experiment. The paper
+    states no α for the Cliffwalk: the defaults are its Atari values (Table 3)."""
 
     max_updates: int = 10_000_000
     tolerance: float = TOLERANCE
     proportional_exponent: float = 0.6
     rank_exponent: float = 0.7
     priority_epsilon: float = 0.01
-    rank_segments: int = 32
-    rank_resort_updates: int | None = None
+    rank_segments: int = 32  # k of the rank-based sampler (`SamplerChoice`)
 
 
 CONVERGED, CAPPED, STALLED = "converged", "capped", "stalled"
@@ -51,8 +40,7 @@ STALL_FRACTION = 1e-12
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a run ended: `updates` made until the MSE was below the tolerance (CONVERGED), or
-    until the cap (CAPPED), or until the oracle could no longer lower the loss (STALLED)."""
+    """How a run ended (CONVERGED, CAPPED or STALLED), after how many updates."""
 
     updates: int
     status: str
@@ -63,12 +51,8 @@ class Outcome:
 
 
 def replay_uniform(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
-    """Uniform replay through `UniformSampler`.
-
-    Draws are made in blocks: uniform draws ignore TD errors, so a block of B draws with
-    replacement is distributed exactly like B successive single draws, and the compiled loop
-    applies them one by one, stopping at convergence.
-    """
+    """Uniform replay, drawn in blocks: uniform draws ignore TD errors, so a block of B draws
+    is distributed exactly like B single draws."""
     sampler = _filled(UniformSampler(len(learner.memory), rng), len(learner.memory))
     made, block = 0, 4096
     while made < settings.max_updates:
@@ -82,18 +66,11 @@ def replay_uniform(learner: QLearner, rng: np.random.Generator, settings: Replay
 
 
 def replay_oracle(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
-    """The hindsight oracle: each update uses the transition after whose update the global
-    loss (the MSE to Q*, which the oracle knows) is smallest.
-
-    Closed form over all candidates at once: updating a transition of pair c moves Q of pair j
-    by η δ_c K_cj with K = ΦΦᵀ, so the summed squared error becomes
-    Σ e² + 2 η δ_c (K e)_c + (η δ_c)² Σ_j K_cj². Copies of one pair in the memory are identical
-    transitions, so one representative per pair is an exact candidate set. `rng` is unused:
-    the oracle is deterministic given θ.
-
-    With function approximation every update also moves the shared action bias, and the
-    oracle can reach a θ where no single update lowers the loss: it then keeps choosing a
-    transition whose δ shrinks to 0, and θ stops moving for good. That run is STALLED.
+    """The hindsight oracle: each update uses the transition after whose update the MSE to Q*
+    is smallest. Updating pair c moves Q of pair j by η δ_c K_cj with K = ΦΦᵀ, so the summed
+    squared error becomes Σ e² + 2 η δ_c (K e)_c + (η δ_c)² Σ_j K_cj², over one representative
+    per pair at once. With function approximation it can reach a θ where no single update
+    lowers the loss, and θ stops moving for good: that run is STALLED.
     """
     memory = learner.memory
     _, representatives = np.unique(memory.pair, return_index=True)
@@ -115,14 +92,9 @@ def replay_oracle(learner: QLearner, rng: np.random.Generator, settings: ReplayS
 
 
 class GreedyQueue:
-    """Greedy TD-error prioritization (Section 3.2): always replay the transition with the
-    largest last-seen |δ|.
-
-    A binary heap of (−|δ|, index), as the paper's priority queue. Unseen transitions have
-    priority +∞, so every transition is replayed once (in memory order) before any is
-    revisited. Only the replayed transition's priority changes, so the top entry is simply
-    replaced: the heap never holds a stale entry.
-    """
+    """Greedy TD-error prioritization (Section 3.2): the transition with the largest last-seen
+    |δ|, from a heap of (−|δ|, index). Unseen ones are at +∞, so each is replayed once, in
+    memory order, before any is revisited; only the top entry changes, so none is stale."""
 
     def __init__(self, size: int):
         self._heap = [(-math.inf, index) for index in range(size)]  # sorted, hence a heap
@@ -135,14 +107,9 @@ class GreedyQueue:
 
 
 class SamplerChoice:
-    """One transition at a time from a project sampler, its priority updated after each update.
-
-    With `draws` = 1 this is one `sample(1)`. The rank-based sampler needs more: it spreads its
-    mass over k = batch_size segments of equal probability, so `sample(1)` is one segment
-    covering every rank, i.e. uniform. It is therefore asked for k stratified draws, and one of
-    them, chosen uniformly, is replayed: a single draw from its k-segment power law over ranks.
-    The replayed slot's new raw priority is what `progress` (its learning-progress signal)
-    makes of the update's δ.
+    """One transition at a time from a project sampler, its priority updated after each
+    update. The rank-based sampler's segments are the batch, so `sample(1)` would be uniform:
+    it is asked for `draws` = k stratified draws, one of which, chosen uniformly, is replayed.
     """
 
     def __init__(
@@ -195,20 +162,19 @@ def replay_rank_based(
         choice_rng,
         progress,
         draws=settings.rank_segments,
-        resort_updates=settings.rank_resort_updates or size,
+        resort_updates=size,
     )
     return replay_one_at_a_time(learner, choice, settings)
 
 
 def _filled(sampler, size: int):
-    """Adds memory slots 0..size−1 in order: each enters at the maximal priority."""
     for index in range(size):
         sampler.add(index)
     return sampler
 
 
 def replay_one_at_a_time(learner: QLearner, strategy, settings: ReplaySettings) -> Outcome:
-    """choose → update → observe(δ before the update, as Algorithm 1 stores it) → converged?"""
+    """choose → update → observe(δ before the update, as Algorithm 1) → converged?"""
     for made in range(1, settings.max_updates + 1):
         index = strategy.choose()
         td_error, mse = learner.update(index)

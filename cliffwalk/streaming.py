@@ -1,20 +1,12 @@
 """The Blind Cliffwalk with a streaming replay memory smaller than the experience it sees:
-which transitions to forget (the method's patent: "use the expected learning progress to
-decide when to delete experience"), under uniform and prioritized sampling.
+which transitions to forget (the method's patent: "use the expected learning progress to decide
+when to delete experience"), under uniform and prioritized sampling.
 
-The stream is what the paper's exhaustive fill enumerates, drawn at random instead: each
-episode plays a uniformly random action sequence of length n from the start state until it
-terminates (`cliffwalk.env.episode_of`), the next episode starts again at state 0, forever.
-Pair (s, a) therefore arrives at the same expected rate as in the paper's memory, and the
-rewarded transition once every 2^n episodes on average. Each arriving transition is stored
-(evicting one when the memory is full), then `replay_ratio` Q-learning updates are replayed
-from the memory, until the MSE to Q* is below the tolerance.
-
-A run counts the updates from the arrival of the first rewarded transition until
-convergence. Before it, no strategy can converge (Q* is not 0) and the wait does not depend
-on the strategy: with common random numbers every variant of a seed sees the same stream, so
-the wait (`updates_before_reward`, in the csv) is the same for all of them and only adds noise
-to the comparison.
+The stream plays uniformly random action sequences from the start state, forever, so each pair
+arrives at the rate of the paper's memory. Each arriving transition is stored (evicting one when
+full), then `replay_ratio` updates are replayed. A run counts the updates from the first
+rewarded transition's arrival: the wait before it is the same for every variant of a seed
+(`updates_before_reward`) and would only add noise.
 """
 
 import time
@@ -57,10 +49,8 @@ STREAM_STRATEGIES = tuple(f"{sampler}+{eviction}" for sampler in SAMPLERS for ev
 
 @dataclass(frozen=True)
 class StreamSettings:
-    """`memory_fraction` of the paper's memory size 2^(n+1) − 2 is the capacity (at least 1);
-    `replay_ratio` updates are replayed per arriving transition (8: DQN replays each
-    transition 8 times on average, Section 4). Priorities, for sampling and for eviction, are
-    |δ| + ε at the last replay (`replay.priority_signals.td_error_priorities`)."""
+    """The capacity is `memory_fraction` of 2^(n+1) − 2 (at least 1); `replay_ratio` updates
+    per arriving transition (8: DQN's average, Section 4); priorities are |δ| + ε."""
 
     replay: ReplaySettings = ReplaySettings()
     memory_fraction: float = 0.25
@@ -69,9 +59,8 @@ class StreamSettings:
 
 @dataclass(frozen=True)
 class StreamResult(RunResult):
-    """One row of streaming.csv: `transitions` is the memory's capacity and `updates` counts
-    from the first rewarded transition's arrival; `updates_before_reward` is the wait for it
-    (the whole run, with `updates` 0, if it never came)."""
+    """A row of streaming.csv: `transitions` is the capacity, `updates` counts from the first
+    reward's arrival, `updates_before_reward` the wait (the whole run if it never came)."""
 
     updates_before_reward: int
 
@@ -87,50 +76,21 @@ def random_episodes(n: int, rng: np.random.Generator) -> Iterator[tuple]:
 
 
 def evicted_slot(eviction: str, arrival: np.ndarray, priorities: np.ndarray) -> int:
-    """The slot a full memory gives up for the next transition: the oldest ("fifo"), or the
-    one with the lowest raw priority, the oldest of those on a tie ("lowest_priority").
-    `arrival[s]` is the stream position of slot s's transition, `priorities[s]` its priority."""
+    """The slot a full memory gives up: the oldest, or the oldest of the lowest priority."""
     if eviction == "fifo":
         return int(np.argmin(arrival))
     lowest = np.flatnonzero(priorities == priorities.min())
     return int(lowest[np.argmin(arrival[lowest])])
 
 
-def _empty_memory(n: int, capacity: int) -> Transitions:
-    return Transitions(
-        n=n,
-        pair=np.zeros(capacity, dtype=np.int64),
-        next_state=np.zeros(capacity, dtype=np.int64),
-        reward=np.zeros(capacity),
-        terminal=np.zeros(capacity, dtype=bool),
-    )
-
-
-def _store(
-    memory: Transitions,
-    slot: int,
-    state: int,
-    action: int,
-    next_state: int,
-    reward: float,
-    terminal: bool,
-) -> None:
-    memory.pair[slot], memory.next_state[slot] = 2 * state + action, next_state
-    memory.reward[slot], memory.terminal[slot] = reward, terminal
-
-
 def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> StreamResult:
-    """One run: stream, store (evicting when full), replay, until converged or capped.
-
-    Seeds as `cliffwalk.experiment.run_one`: the first child of SeedSequence([seed, n]) drives
-    the stream instead of the memory order, the second the initial θ (the same θ as there),
-    the third the replay.
-    """
+    """One run, seeded as `run_one` with the stream in place of the memory order."""
     representation, strategy = parse_variant(variant, STREAM_STRATEGIES)
     sampler_name, _, eviction = strategy.partition("+")
     stream_seed, theta_seed, replay_seed = np.random.SeedSequence([seed, n]).spawn(3)
     capacity, budget = memory_capacity(n, settings.memory_fraction), settings.replay.max_updates
-    memory = _empty_memory(n, capacity)
+    columns = (np.zeros(capacity, dtype) for dtype in (np.int64, np.int64, np.float64, bool))
+    memory = Transitions(n, *columns)
     learner = QLearner(
         memory, has_bias=representation == "linear", rng=np.random.default_rng(theta_seed)
     )
@@ -141,7 +101,8 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
     arrival = np.zeros(capacity, dtype=np.int64)
     made, before_reward, status = 0, None, CAPPED
     start = time.perf_counter()
-    for position, step in enumerate(random_episodes(n, np.random.default_rng(stream_seed))):
+    stream = random_episodes(n, np.random.default_rng(stream_seed))
+    for position, (state, action, next_state, reward, terminal) in enumerate(stream):
         if made >= budget:
             break
         if position < capacity:
@@ -149,7 +110,8 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
         else:
             slot = evicted_slot(eviction, arrival, progress.priorities)
             sampler.remove(slot)
-        _store(memory, slot, *step)
+        memory.pair[slot], memory.next_state[slot] = 2 * state + action, next_state
+        memory.reward[slot], memory.terminal[slot] = reward, terminal
         arrival[slot] = position
         progress.refill(slot)
         sampler.add(slot)

@@ -16,47 +16,29 @@ gym.register_envs(ale_py)
 
 
 def make_env(game: str, seed: int, **settings: Any) -> gym.Env:
-    """Build one Atari env with the paper's preprocessing.
+    """One Atari env with the paper's preprocessing (``settings``: the others of
+    `envs.settings.AtariSettings`). It guarantees:
 
-    ``game``: any name :func:`envs.games.resolve_game` accepts; ``settings``: the other
-    :class:`envs.settings.AtariSettings` (checked there, defaults if not given). It guarantees:
-
-    * observations: one ``(screen_size, screen_size)`` uint8 grayscale frame (not stacked: see
-      :class:`envs.frame_stack.FrameStack`), the pixel-wise max of the last two emulator frames of
-      the skip, area-resized (gymnasium's ``AtariPreprocessing``, OpenCV ``INTER_AREA``);
-    * one ``step`` repeats the action for ``frame_skip`` emulator frames; the reward is their
-      unclipped game score (float). A step on which the game ends stops at that frame, and its
-      observation may still be the previous step's (``AtariPreprocessing`` leaves the skip loop
-      early); a terminal frame is never bootstrapped from;
-    * ``reset`` plays a uniform number of no-ops in ``1..noop_max`` (inclusive; 0 disables),
-      drawn from the env's seeded ``np_random``. Each no-op is ONE emulator frame, so after reset
-      ``info["episode_frame_number"]`` equals the number of no-ops;
-    * ``info`` on reset and on every step carries ``lives``, ``life_lost`` (True on the step where
-      ``lives`` decreased; the game goes on, ``terminated`` stays False until the game is over --
-      it is only meant for the bootstrap mask) and ``episode_frame_number`` (ALE's emulator frame
-      count since the game was reset, no-op frames included; ``ale.restoreState`` restores it, so a
-      restored human-start prefix counts towards the cap too);
-    * the cap: the first step after which ``episode_frame_number >= max_episode_frames`` returns
-      ``truncated=True`` (and ``terminated=False``, unless the game ended on that very step, which
-      then is a termination only). That step is always complete, so the frame count at truncation
-      is in ``[max_episode_frames, max_episode_frames + frame_skip - 1]`` and the observation is the
-      true last frame, fit for bootstrapping. ALE's own ``max_num_frames_per_episode`` is switched
-      off on purpose: it cuts the episode at exactly the cap, in the middle of a skip, and
-      ``AtariPreprocessing`` then returns the previous step's frame. ``max_episode_frames=0``
-      disables the cap;
-    * no sticky actions (``repeat_action_probability`` 0.0 unless asked), the minimal action set
-      (``env.action_space.n``: Pong 6, Breakout 4) unless ``full_action_space``, no FIRE on reset,
-      no life-loss terminals;
-    * ``seed`` seeds the first ``reset()`` (no-op counts and ALE) and ``env.action_space``: two
-      envs made with the same seed and fed the same actions are identical. ``reset(seed=s)``
-      re-seeds explicitly; later unseeded resets continue the seeded stream;
-    * ``env.unwrapped.ale`` is the live ``ALEInterface`` (``cloneState``/``restoreState``).
+    * observations: one uint8 grayscale frame, the max of the skip's last two emulator frames,
+      area-resized; a step on which the game ends stops there, and its observation may be the
+      previous step's (a terminal frame is never bootstrapped from);
+    * a step repeats the action ``frame_skip`` frames; the reward is their unclipped score;
+    * ``reset`` plays 1..``noop_max`` one-frame no-ops from the env's seeded ``np_random``;
+    * ``info`` carries ``lives``, ``life_lost`` (the game goes on: for the bootstrap mask only)
+      and ``episode_frame_number`` (ALE's, no-ops and a restored prefix included);
+    * the first step that reaches ``max_episode_frames`` (0: no cap) is truncated, unless the
+      game ended on it, and is whole: its observation is the true last frame. ALE's own cap is
+      off, as it would cut the episode mid-skip and leave the previous step's frame;
+    * no sticky actions unless asked, the minimal action set unless ``full_action_space``, no
+      FIRE on reset, no life-loss terminals;
+    * ``seed`` seeds the first ``reset()`` and the action space: the same seed and actions give
+      the same game; later unseeded resets continue the stream;
+    * ``env.unwrapped.ale`` is the live ``ALEInterface``.
     """
     return atari_env(AtariSettings(game=game, **settings), seed)
 
 
 def atari_env(s: AtariSettings, seed: int) -> gym.Env:
-    """`make_env` from the env section its schema read (`env.kind=atari`)."""
     spec = resolve_game(s.game)
     env = gym.make(
         spec.gym_id,
@@ -82,9 +64,7 @@ def atari_env(s: AtariSettings, seed: int) -> gym.Env:
 
 
 class _EpisodeInfo(gym.Wrapper):
-    """Adds ``lives``/``life_lost``/``episode_frame_number`` to info, applies the frame cap and
-    the construction seed; the outermost layer, so it is what implements
-    :class:`envs.interface.TrainingEnv` for Atari."""
+    """The outermost layer, what implements `envs.interface.TrainingEnv` for Atari."""
 
     def __init__(self, env: gym.Env, *, seed: int, max_episode_frames: int):
         super().__init__(env)
@@ -111,11 +91,9 @@ class _EpisodeInfo(gym.Wrapper):
         return obs, float(reward), terminated, truncated, info
 
     def noops_after_life_loss(self) -> tuple[np.ndarray, bool, dict[str, Any]]:
-        """Continue the game after a lost life as DeepMind's training code does (alewrap's
-        ``nextRandomGame`` when the game is not over): one no-op frame, then k more with k
-        uniform in ``1..noop_max`` from the env's no-op generator (k = 0 when no-ops are off),
-        so 2..31 frames by default. The observation is the max over the last two of them,
-        resized. Returns ``(observation, terminated, info)``: the game may end meanwhile."""
+        """Continue after a lost life as DeepMind's training code (alewrap's ``nextRandomGame``):
+        one no-op frame, then 1..noop_max more, the observation pooling the last two. Returns
+        ``(observation, terminated, info)``: the game may end meanwhile."""
         preprocessing = _preprocessing(self.env)
         noop_max = preprocessing.noop_max
         extra = int(self.unwrapped.np_random.integers(1, noop_max + 1)) if noop_max > 0 else 0
@@ -134,10 +112,8 @@ class _EpisodeInfo(gym.Wrapper):
         return observation, terminated, self._annotate({}, life_lost=False)
 
     def capture_state(self) -> dict[str, Any]:
-        """Everything needed to continue exactly from this moment: the emulator (with its
-        random generator), the no-op generator, the wrappers' counters and the max-pooling
-        buffer (a step that ends the game mid-skip returns a max over the step before's
-        frames). Plain data: bytes, ints, bools and a uint8 array."""
+        """Plain data to continue exactly from here, the max-pooling buffer included (a step that
+        ends the game mid-skip returns a max over the step before's frames)."""
         preprocessing = _preprocessing(self.env)
         return {
             "obs_buffer": np.stack(preprocessing.obs_buffer),
@@ -150,7 +126,7 @@ class _EpisodeInfo(gym.Wrapper):
         }
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        """Go back to a captured state (this env must have been reset once)."""
+        """Go back to a captured state (of an env reset once)."""
         self.unwrapped.ale.restoreState(ale_py.ALEState(state["ale"]))
         self.unwrapped.np_random.bit_generator.state = state["np_random"]
         self._lives = int(state["lives"])
@@ -162,14 +138,13 @@ class _EpisodeInfo(gym.Wrapper):
             buffer[...] = saved
 
     def _annotate(self, info: dict[str, Any], *, life_lost: bool) -> dict[str, Any]:
-        ale = self.unwrapped.ale
-        info = dict(info)
-        info.update(
-            lives=self._lives,
-            life_lost=life_lost,
-            episode_frame_number=ale.getEpisodeFrameNumber(),
-        )
-        return info
+        frame_number = self.unwrapped.ale.getEpisodeFrameNumber()
+        return {
+            **info,
+            "lives": self._lives,
+            "life_lost": life_lost,
+            "episode_frame_number": frame_number,
+        }
 
 
 def _preprocessing(env: gym.Env) -> AtariPreprocessing:

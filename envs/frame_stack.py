@@ -6,16 +6,10 @@ import numpy as np
 
 
 class FrameStack:
-    """Builds the agent's state from single frames, with the same rule as the replay storage.
-
-    The state is a uint8 array of shape ``(history_length, *frame_shape)``, oldest frame first,
-    newest last. Slots before the episode's first frame are ZERO (not copies of the reset frame,
-    which is what gymnasium's ``FrameStackObservation`` does), so the state after ``reset(f)`` is
-    ``[0, 0, 0, f]`` and after ``push(g)`` it is ``[0, 0, f, g]``.
-
-    ``reset``, ``push`` and ``state`` return a fresh copy (28 KB for 4×84×84) that the caller may
-    keep; later pushes do not change it.
-    """
+    """The agent's state from single frames, with the replay storage's rule: uint8
+    ``(history_length, *frame_shape)``, oldest first, and slots before the episode's first frame
+    ZERO (gymnasium's ``FrameStackObservation`` copies the reset frame instead). ``reset``,
+    ``push`` and ``state`` return a fresh copy that later pushes do not change."""
 
     def __init__(self, history_length: int, frame_shape: tuple[int, ...]):
         if history_length < 1:
@@ -25,14 +19,12 @@ class FrameStack:
         self._frames = np.zeros((history_length, *self.frame_shape), dtype=np.uint8)
 
     def reset(self, frame: np.ndarray) -> np.ndarray:
-        """Start a new episode whose first frame is ``frame``; earlier history is discarded."""
         self._check(frame)
         self._frames.fill(0)
         self._frames[-1] = frame
         return self.state
 
     def push(self, frame: np.ndarray) -> np.ndarray:
-        """Append the episode's next frame, dropping the oldest."""
         self._check(frame)
         self._frames[:-1] = self._frames[1:]  # numpy buffers overlapping copies, so this is safe
         self._frames[-1] = frame
@@ -44,7 +36,6 @@ class FrameStack:
 
     @property
     def state(self) -> np.ndarray:
-        """A copy of the current state, shape ``(history_length, *frame_shape)``, uint8."""
         return self._frames.copy()
 
     def _check(self, frame: np.ndarray) -> None:

@@ -43,36 +43,22 @@ def _key(text: str) -> str:
 
 
 def _parse_display(column: str) -> tuple[str, tuple[str, ...]]:
-    """Split the csv's game column: a ``(…)`` part is an alias, a trailing ``*`` is dropped.
-
-    "Up'n Down (Up and Down)" -> ("Up'n Down", ("Up and Down",)); "Berzerk*" -> ("Berzerk", ()).
-    """
+    """(name, aliases) of the csv's game column: a ``(…)`` part is an alias, a ``*`` dropped."""
     match = re.fullmatch(r"(?P<name>.*?)\s*(?:\((?P<alias>[^)]*)\))?\s*", column)
     name = match["name"].rstrip("*").strip()
     alias = (match["alias"] or "").strip()
     return name, ((alias,) if alias else ())
 
 
-def _read_table() -> tuple[Game, ...]:
+@functools.cache
+def all_games() -> tuple[Game, ...]:
+    """The 57 games in the csv's order."""
     text = resources.files(__package__).joinpath("data", _CSV_NAME).read_text("utf-8")
     games = []
     for row in csv.DictReader(text.splitlines()):
         name, aliases = _parse_display(row["game"])
-        games.append(
-            Game(
-                name=name,
-                rom_id=row["rom_id"],
-                gym_id=row["gym_id"],
-                aliases=aliases,
-            )
-        )
+        games.append(Game(name, row["rom_id"], row["gym_id"], aliases))
     return tuple(games)
-
-
-@functools.cache
-def all_games() -> tuple[Game, ...]:
-    """The 57 games in the csv's order."""
-    return _read_table()
 
 
 @functools.cache
@@ -95,12 +81,8 @@ def _gym_name(gym_id: str) -> str:
 
 
 def resolve_game(name: str) -> Game:
-    """Find a game by ROM id, display name or gymnasium id.
-
-    Matching ignores case, spaces and punctuation: ``breakout``, ``Breakout``,
-    ``ALE/Breakout-v5``, ``BreakoutNoFrameskip-v4``, ``up_n_down``, ``Up and Down``, ``James Bond``
-    all resolve. Raises ``ValueError`` (one line, with close suggestions) for an unknown name.
-    """
+    """Find a game by ROM id, display name or gymnasium id, ignoring case, spaces and
+    punctuation; a one-line ValueError with close suggestions for an unknown name."""
     table = _lookup()
     for candidate in (name, _gym_name(name)):
         game = table.get(_key(candidate))

@@ -7,12 +7,9 @@ import numpy as np
 
 
 class TrainingEnv(Protocol):
-    """One game, seen as single preprocessed frames (the agent's stack is built outside).
-
-    `info` carries `life_lost` (a life was lost on this step; the game goes on) and
-    `episode_frame_number` (emulator frames since the game's reset, for the frame cap and
-    logging). `capture_state`/`restore_state` make a checkpointed run continue exactly.
-    """
+    """One game as single preprocessed frames. `info` carries `life_lost` (the game goes on)
+    and `episode_frame_number` (emulator frames since the reset); `capture_state` and
+    `restore_state` make a checkpointed run continue exactly."""
 
     action_space: Any  # a discrete space: `action_space.n` actions
 

@@ -4,6 +4,7 @@ package's own `Environment` (sticky actions and difficulty ramping are its featu
 from __future__ import annotations
 
 import copy
+import importlib
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,8 +18,7 @@ GRID_SIZE = 10
 
 
 def resolve_minatar_game(game: str) -> str:
-    """The package's name of a MinAtar game (`space_invaders`, also `SpaceInvaders` or the
-    gymnasium id `MinAtar/SpaceInvaders-v0`); a one-line ValueError names `env.game`."""
+    """The package's name of a MinAtar game (also `SpaceInvaders`, `MinAtar/SpaceInvaders-v0`)."""
     key = str(game).removeprefix("MinAtar/").split("-v")[0].replace("_", "").lower()
     for name in GAMES:
         if name.replace("_", "") == key:
@@ -28,80 +28,39 @@ def resolve_minatar_game(game: str) -> str:
 
 def minatar_frame_shape(game: str) -> tuple[int, int, int]:
     """(channels, 10, 10): the game's object channels (4 to 10) on the grid."""
-    return (_channels(resolve_minatar_game(game)), GRID_SIZE, GRID_SIZE)
-
-
-def _channels(game: str) -> int:
-    from minatar.environments import asterix, breakout, freeway, seaquest, space_invaders
-
-    modules = {
-        "asterix": asterix,
-        "breakout": breakout,
-        "freeway": freeway,
-        "seaquest": seaquest,
-        "space_invaders": space_invaders,
-    }
-    return modules[game].Env().state_shape()[2]
+    module = importlib.import_module(f"minatar.environments.{resolve_minatar_game(game)}")
+    return (module.Env().state_shape()[2], GRID_SIZE, GRID_SIZE)
 
 
 def make_minatar_env(game: str, seed: int, **settings) -> MinAtarEnv:
-    """One MinAtar game behind the `envs.interface.TrainingEnv` protocol; `settings` are the
-    others of `envs.settings.MinAtarSettings` (checked there, at their defaults where not
-    given)."""
-    return minatar_env(MinAtarSettings(game=game, **settings), seed)
-
-
-def minatar_env(s: MinAtarSettings, seed: int) -> MinAtarEnv:
-    """`make_minatar_env` from the env section its schema read (`env.kind=minatar`)."""
-    return MinAtarEnv(
-        resolve_minatar_game(s.game),
-        seed,
-        frame_skip=s.frame_skip,
-        repeat_action_probability=s.repeat_action_probability,
-        difficulty_ramping=s.difficulty_ramping,
-        max_episode_frames=s.max_episode_frames,
-    )
+    return MinAtarEnv(MinAtarSettings(game=game, **settings), seed)
 
 
 class MinAtarEnv:
-    """A MinAtar game. Guarantees:
+    """A MinAtar game as a `envs.interface.TrainingEnv`. Guarantees:
 
-    * observations: one uint8 frame of shape (C, 10, 10) with values 0/1, channel first (the
-      package's boolean (10, 10, C) grid, transposed); no stacking: `history_length` 1;
-    * `frame_skip` package steps per `step` (1: one MinAtar frame, as the published agents),
-      their rewards summed, unclipped; all `NUM_ACTIONS` actions, sticky with probability
-      `repeat_action_probability`, and the package's difficulty ramping unless switched off;
-    * `seed` seeds the package's generator (the game's randomness and the sticky draws, one
-      `RandomState`) at the first `reset`; `reset(seed=s)` re-seeds; later resets go on with
-      the same stream, so two envs with the same seed and actions are identical;
-    * MinAtar has no lives: `info["life_lost"]` is always False; `episode_frame_number`
-      counts package steps since the reset; `max_episode_frames` > 0 truncates the episode at
-      the end of the step that reaches it (0: no cap, the published setting);
-    * `capture_state`/`restore_state`: the game's variables and the generator as plain data.
+    * observations: one uint8 0/1 frame of shape (C, 10, 10), channel first, unstacked;
+    * `frame_skip` package steps per `step`, their rewards summed, unclipped; all
+      `NUM_ACTIONS` actions, sticky with probability `repeat_action_probability`;
+    * `seed` seeds the package's one generator (game and sticky draws) at the first `reset`,
+      so the same seed and actions give the same game; later resets go on with its stream;
+    * no lives (`life_lost` always False); `episode_frame_number` counts package steps since
+      the reset; `max_episode_frames` > 0 truncates at the step that reaches it.
     """
 
-    def __init__(
-        self,
-        game: str,
-        seed: int,
-        *,
-        frame_skip: int,
-        repeat_action_probability: float,
-        difficulty_ramping: bool,
-        max_episode_frames: int,
-    ):
+    def __init__(self, s: MinAtarSettings, seed: int):
         from minatar import Environment  # imports matplotlib and seaborn: only when used
 
-        self.game = game
+        self.game = resolve_minatar_game(s.game)
         self._env = Environment(
-            game,
-            sticky_action_prob=repeat_action_probability,
-            difficulty_ramping=difficulty_ramping,
+            self.game,
+            sticky_action_prob=s.repeat_action_probability,
+            difficulty_ramping=s.difficulty_ramping,
         )
-        self._frame_skip, self._max_episode_frames = frame_skip, max_episode_frames
+        self._frame_skip, self._max_episode_frames = s.frame_skip, s.max_episode_frames
         self._pending_seed: int | None = seed
         self._episode_frames = 0
-        shape = minatar_frame_shape(game)
+        shape = minatar_frame_shape(self.game)
         self.observation_space = SimpleNamespace(shape=shape, dtype=np.uint8)
         self.action_space = SimpleNamespace(n=NUM_ACTIONS)
 
@@ -133,8 +92,7 @@ class MinAtarEnv:
     _CONSTANTS = ("random", "channels", "action_map")
 
     def capture_state(self) -> dict[str, Any]:
-        """The game's variables (numbers, arrays, lists), the package's generator and the
-        last action (what a sticky step repeats): plain data for a checkpoint."""
+        """Plain data for a checkpoint, with the last action (what a sticky step repeats)."""
         game = self._env.env
         variables = {k: v for k, v in vars(game).items() if k not in self._CONSTANTS}
         name, keys, position, has_gauss, cached = self._env.random.get_state()

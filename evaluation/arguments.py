@@ -1,12 +1,6 @@
 """``key=value`` command-line arguments, read by the override parser of train.py's Hydra, so
-that a value means what it means there: ``episodes=30`` is an int, ``epsilon=1e-3`` a float,
-``cuda_graphs=true`` a bool, ``device=cpu`` a string, ``start_states=null`` None, and dotted
-keys nest (``env.max_episode_frames=400``).
-
-An argument that is an existing path, or has no ``=``, is positional. Unknown keys are a
-one-line error naming the key and the allowed ones; an open section's keys (``env.*``) are
-checked where they are used, against the env kind's settings (`envs.settings`).
-"""
+that a value means what it means there (``episodes=30`` an int, ``start_states=null`` None,
+``env.max_episode_frames=400`` nested). Any other argument is positional."""
 
 from __future__ import annotations
 
@@ -23,11 +17,8 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 def parse_arguments(
     argv: list[str], defaults: dict, *, open_sections: tuple[str, ...] = ()
 ) -> tuple[list[str], dict]:
-    """Split ``argv`` into positional arguments and ``defaults`` updated by ``key=value`` ones.
-
-    Keys must exist in ``defaults``, except below a section named in ``open_sections`` (e.g.
-    ``env``, whose keys are the env kind's settings, checked where they are used).
-    """
+    """Positional arguments, and ``defaults`` updated by ``key=value`` ones (a key below an
+    open section is checked where it is used)."""
     positional, values = [], dict(defaults)
     for argument in argv:
         if _is_path(argument):
@@ -54,8 +45,7 @@ def _is_path(argument: str) -> bool:
 
 
 def _key_and_value(argument: str) -> tuple[str, object]:
-    """The key and the single value of ``key=value`` whose key is a dotted name (`_is_path`),
-    or a one-line ValueError."""
+    """The key and the single value of ``key=value``, or a one-line ValueError."""
     try:
         override: Override = OverridesParser.create().parse_override(argument.strip())
     except HydraException as error:

@@ -1,70 +1,50 @@
-"""The evaluation protocols `evaluate.py` offers: one record each, and ``PROTOCOLS``, the one
-list of them. evaluate.py and its score table read everything about a protocol from its record.
-
-A new protocol is one ``Protocol`` added to ``PROTOCOLS`` and, at most, one function with the
-``Evaluator`` signature (docs/evaluation.md, "Adding a protocol").
+"""The evaluation protocols `evaluate.py` offers: ``PROTOCOLS``, one ``Protocol`` record each,
+from which evaluate.py and its score table read everything about a protocol. A new protocol is
+one record and, at most, one ``Evaluator`` (docs/evaluation.md, "Adding a protocol").
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from evaluation.protocols import (
     HUMAN_STARTS_EPSILON,
     NOOP_EPSILON,
     EvaluationResult,
-    Policy,
     evaluate_human_starts,
     evaluate_noop,
 )
 
 if typing.TYPE_CHECKING:
     from envs.registry import EnvironmentKind
-    from evaluation.human_starts.start_state_file import StartStates
 
 # 30 minutes at 60 Hz: both of the paper's protocols cap an episode there (Appendix B.2.3).
 THIRTY_MINUTES_FRAMES = 108_000
 
 
-class Evaluator(typing.Protocol):
-    """Plays one run's episodes under a protocol. ``episodes``: the budget (None: all start
-    points); ``start_states``: None unless the protocol needs them."""
-
-    def __call__(
-        self,
-        agent: Policy,
-        env_kwargs: dict,
-        *,
-        rng: np.random.Generator,
-        epsilon: float,
-        episodes: int | None,
-        start_states: StartStates | None,
-    ) -> EvaluationResult: ...
+# Plays one run's episodes under a protocol: (agent, env_kwargs, *, rng, epsilon, episodes,
+# start_states) -> EvaluationResult, where episodes None is all start points.
+Evaluator = Callable[..., EvaluationResult]
 
 
 @dataclass(frozen=True)
 class Protocol:
-    """Everything evaluate.py and its score table know about one protocol.
-
-    A protocol with a ``reference`` table or ``needs_start_states`` (human start points) can
-    only evaluate env kinds that have human reference data (``EnvironmentKind
-    .has_human_reference``); evaluate.py refuses it for the others before anything is played.
-    """
+    """One protocol. One with a ``reference`` table or ``needs_start_states`` evaluates only env
+    kinds with human reference data; evaluate.py refuses it for others before any play."""
 
     name: str  # protocol=NAME on the command line; the report is evaluation_NAME.json/.csv
     epsilon: float  # of the ε-greedy policy (the paper's Table 5); epsilon=E overrides it
-    max_episode_frames: int  # the episode cap where the run's config sets none
     reference: str | None  # whose reference table normalizes the scores; None: raw scores
     budget: int | None  # episodes per run unless episodes=N; None: one per start point
     unit: str  # what the budget counts, in the report's title
-    needs_start_states: bool  # evaluate.py refuses to run it without start_states=
     # The report's first line, with {noop_max}, {reset} (what the env's reset plays before the
     # agent acts), {epsilon} and {episodes} filled in.
     title: str
     evaluate: Evaluator
+    max_episode_frames: int = THIRTY_MINUTES_FRAMES  # where the run's config sets no cap
+    needs_start_states: bool = False  # evaluate.py refuses to run it without start_states=
     # The run's own test ε (its config's evaluation.epsilon), where it has one, replaces
     # ``epsilon``: a protocol that plays as the run's periodic test does uses the run's ε.
     uses_run_epsilon: bool = False
@@ -90,7 +70,6 @@ class Protocol:
 
 
 def _from_reset(agent, env_kwargs, *, rng, epsilon, episodes, start_states) -> EvaluationResult:
-    """Whole episodes from the env's own reset: Atari's plays its random no-ops first."""
     return evaluate_noop(agent, env_kwargs, rng=rng, epsilon=epsilon, episodes=episodes)
 
 
@@ -106,11 +85,9 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol(
             name="noop",
             epsilon=NOOP_EPSILON,
-            max_episode_frames=THIRTY_MINUTES_FRAMES,
             reference="noop",
             budget=30,
             unit="episodes",
-            needs_start_states=False,
             title="No-op starts evaluation (1-{noop_max} random no-ops, ε {epsilon}, "
             "{episodes}), normalized with the no-op reference scores (Wang et al. 2016)",
             evaluate=_from_reset,
@@ -118,7 +95,6 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol(
             name="human_starts",
             epsilon=HUMAN_STARTS_EPSILON,
-            max_episode_frames=THIRTY_MINUTES_FRAMES,
             reference="human_starts",
             budget=None,
             unit="start points",
@@ -130,11 +106,9 @@ PROTOCOLS: dict[str, Protocol] = {
         Protocol(
             name="episodes",
             epsilon=NOOP_EPSILON,
-            max_episode_frames=THIRTY_MINUTES_FRAMES,
             reference=None,
             budget=30,
             unit="episodes",
-            needs_start_states=False,
             title="Episodes from the env's own reset ({reset}; ε {epsilon}, {episodes}), "
             "raw scores, not human-normalized",
             evaluate=_from_reset,

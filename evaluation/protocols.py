@@ -1,16 +1,10 @@
-"""The two evaluation protocols of the PER paper (Appendix B.2.3, Tables 4 and 5).
+"""The two evaluation protocols of the PER paper (Appendix B.2.3, Tables 4 and 5): no-op starts
+(1..30 random no-ops at reset, ε 0.01), which plays from any env kind's own reset, and human
+starts (one episode per start point, ε 0.001; the 108,000-frame cap counts the human prefix,
+and only rewards after the start point are scored), Atari only.
 
-* no-op starts (the periodic "test" evaluation behind the learning curves): each episode
-  begins with 1..30 random no-ops (make_env's reset), ε = 0.01;
-* human starts (the headline Tables 6 and 7): one episode per start point, resumed from a
-  human's game, ε = 0.001; the 108,000-frame cap counts the human prefix and only rewards
-  after the start point are scored.
-
-``evaluate_noop`` plays from whatever the env's own reset does, so it serves every env kind
-(a MinAtar reset plays no no-ops); ``evaluate_human_starts`` restores ALE states: Atari only.
-
-Each evaluation has its own env and its own ``rng`` (the env seed and every ε draw), so it
-never touches the training env or the agent's generator. Scores are unclipped game scores.
+Each evaluation has its own env and ``rng`` (the env seed and every ε draw), so it never
+touches the training env or the agent's generator. Scores are unclipped game scores.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -27,7 +21,6 @@ from tqdm import tqdm
 from envs.frame_stack import FrameStack
 from envs.games import resolve_game
 from envs.registry import build_env, env_settings
-from envs.settings import AtariSettings
 from evaluation.human_starts.start_state_file import StartStates, restore_start
 from evaluation.human_starts.verification import verify_start_states
 from evaluation.scores import normalized_score
@@ -39,8 +32,8 @@ HUMAN_STARTS_EPSILON = 0.001  # Table 5, "Human starts"
 # Who hears of each episode as it ends, with its score: evaluate.py's progress bar, so that a
 # long evaluation shows it is going on. Not an argument, so that the registry's `Evaluator`
 # signature, which new protocols implement, stays as it is.
-episode_listener: ContextVar[Callable[[float], None] | None] = ContextVar(
-    "episode_listener", default=None
+episode_listener: ContextVar[Callable[[float], None]] = ContextVar(
+    "episode_listener", default=lambda score: None
 )
 
 
@@ -57,12 +50,6 @@ def episode_progress(total: int | None, unit: str) -> Iterator[None]:
             episode_listener.reset(listening)
 
 
-def _episode_ended(score: float) -> None:
-    listener = episode_listener.get()
-    if listener is not None:
-        listener(score)
-
-
 class Policy(Protocol):
     """What an evaluator needs from an agent (`agents.policy.EpsilonGreedy` is one)."""
 
@@ -75,22 +62,14 @@ class Policy(Protocol):
 
 @dataclass(frozen=True)
 class EvaluationResult:
-    """Per-episode results of one evaluation, in play order.
+    """One evaluation's episodes in play order; frame numbers count no-ops and a human prefix."""
 
-    ``scores``: unclipped returns. ``episode_frames``: ALE's episode frame number when the
-    episode ended, i.e. the quantity the frame cap applies to (no-ops and a human prefix
-    included). ``start_frames``: the frame number when the agent took over (the no-op count, or
-    the human prefix). ``emulated_frames``: all frames this evaluation emulated, including any
-    unfinished episode it discarded. ``partial``: the single score is an episode cut by the
-    frame budget (see :func:`evaluate_noop`).
-    """
-
-    scores: np.ndarray
-    episode_frames: np.ndarray
-    start_frames: np.ndarray
-    emulated_frames: int
-    partial: bool = False
-    epsilon: float = field(default=float("nan"))
+    scores: np.ndarray  # unclipped returns
+    episode_frames: np.ndarray  # when each episode ended: what the frame cap applies to
+    start_frames: np.ndarray  # when the agent took over
+    emulated_frames: int  # all frames emulated, a discarded unfinished episode's included
+    partial: bool = False  # the single score is of an episode cut by the frame budget
+    epsilon: float = float("nan")
 
     @property
     def mean(self) -> float:
@@ -98,13 +77,10 @@ class EvaluationResult:
 
     @property
     def std(self) -> float:
-        """Population standard deviation (ddof = 0) of the episode scores."""
         return float(np.std(self.scores))
 
     def summary(self, game: str, reference: str | None) -> dict[str, float]:
-        """Scalars for logging: mean and std of the raw score, its human-normalized value with
-        the reference table of protocol ``reference`` (None: a game without one, no value),
-        the episode count and frames emulated."""
+        """Scalars for logging; the normalized score with protocol ``reference``'s table, if any."""
         normalized = {} if reference is None else {
             "normalized_score": normalized_score(self.mean, game, reference)
         }  # fmt: skip
@@ -126,17 +102,11 @@ def evaluate_noop(
     episodes: int | None = None,
     max_frames: int | None = None,
 ) -> EvaluationResult:
-    """ε-greedy play from the env's reset (Atari's: random no-op starts): ``episodes`` whole
-    episodes, or as many as fit in ``max_frames`` emulated frames (no-ops included; the
-    paper's test runs 500,000).
-
-    With ``max_frames``, play stops as soon as the frame budget is used up; the episode running
-    then is discarded, and the result holds the completed episodes. If none completed, the cut
+    """ε-greedy play from the env's reset (``env_kwargs``: the run config's ``env``):
+    ``episodes`` whole episodes (30 where neither is given), or the episodes completed within
+    ``max_frames`` emulated frames (the paper's test: 500,000). Where none completed, the cut
     episode's score is the one score and ``partial`` is True (DQN Zoo's rule; DeepMind's Lua
-    code averages completed episodes only). Give at most
-    one of the two; with neither, 30 episodes are played. ``env_kwargs`` are the env's settings
-    (the run config's ``env``: ``kind`` and its factory's arguments), so episodes are capped at
-    its ``max_episode_frames``.
+    code averages completed episodes only).
     """
     if episodes is not None and max_frames is not None:
         raise ValueError("give episodes or max_frames, not both")
@@ -155,7 +125,7 @@ def evaluate_noop(
             )
             emulated += end  # this episode's frames, its no-ops included
             if finished:
-                _episode_ended(score)
+                episode_listener.get()(score)
             if finished or not scores:
                 partial = not finished
                 scores.append(score)
@@ -176,15 +146,9 @@ def evaluate_human_starts(
     rng: np.random.Generator,
     epsilon: float = HUMAN_STARTS_EPSILON,
 ) -> EvaluationResult:
-    """One ε-greedy episode from each start point: reset, restore the ALE state (its episode
-    frame number included) with ``restore_start``, rebuild the acting state from the stored
-    frames, and play until game over or the cap on ALE's episode frame number (which counts
-    the human prefix). Only rewards after the start point are scored. The env's no-ops are
-    switched off: the restore would overwrite them anyway.
-
-    First the start points are verified (``verify_start_states``: replayed from their seeded
-    resets and restored the same way; once per start set and process): a start point that
-    does not restore faithfully is a one-line ValueError, never a silently wrong score."""
+    """One ε-greedy episode from each start point, entered with ``restore_start`` (no no-ops: the
+    restore would overwrite them). The start points are verified first: one that does not
+    restore faithfully is a one-line ValueError, never a silently wrong score."""
     _check_start_states(agent, env_kwargs, start_states)
     verify_start_states(start_states)
     env, stack = _env_and_stack(agent, {**env_kwargs, "noop_max": 0}, rng)
@@ -200,7 +164,7 @@ def evaluate_human_starts(
             for frame in frames[1:]:
                 state = stack.push(frame)
             score, end, _ = _play(env, agent, state, stack, rng, epsilon)
-            _episode_ended(score)
+            episode_listener.get()(score)
             scores.append(score)
             ends.append(end)
             starts.append(prefix)
@@ -217,9 +181,7 @@ def _env_and_stack(agent: Policy, env_kwargs: dict, rng: np.random.Generator):
 
 
 def _play(env, agent: Policy, state, stack: FrameStack, rng, epsilon, frame_limit=None):
-    """Act from ``state`` until the game ends, the env's cap truncates the episode, or ALE's
-    episode frame number reaches ``frame_limit``. Returns (unclipped score, final episode
-    frame number, whether the episode ended by itself: game over or cap)."""
+    """(score, final frame number, whether it ended by itself) of play up to ``frame_limit``."""
     score = 0.0
     while True:
         frame, reward, terminated, truncated, info = env.step(agent.act(state, epsilon, rng=rng))
@@ -234,14 +196,11 @@ def _play(env, agent: Policy, state, stack: FrameStack, rng, epsilon, frame_limi
 
 def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) -> None:
     """The stored acting states must be the ones this env and agent would build."""
-    game = resolve_game(env_kwargs["game"]).rom_id
+    env = env_settings(env_kwargs)
     wanted = {
-        "game": (starts.game, game),
-        "frame_skip": (starts.frame_skip, env_kwargs.get("frame_skip", AtariSettings.frame_skip)),
-        "screen_size": (
-            starts.screen_size,
-            env_kwargs.get("screen_size", AtariSettings.screen_size),
-        ),
+        "game": (starts.game, resolve_game(env.game).rom_id),
+        "frame_skip": (starts.frame_skip, env.frame_skip),
+        "screen_size": (starts.screen_size, env.screen_size),
         "history_length": (starts.history_length, agent.history_length),
     }
     for key, (stored, used) in wanted.items():
@@ -249,13 +208,13 @@ def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) ->
             raise ValueError(
                 f"start states have {key}={stored!r} but the evaluation uses {key}={used!r}"
             )
-    sticky = env_kwargs.get("repeat_action_probability", AtariSettings.repeat_action_probability)
+    sticky = env.repeat_action_probability
     if sticky:  # a sticky repeat could swallow the human action that enters a start point
         raise ValueError(
             f"human starts are played without sticky actions, the evaluation has "
             f"repeat_action_probability={sticky}: set env.repeat_action_probability=0.0"
         )
-    cap = env_kwargs.get("max_episode_frames", AtariSettings.max_episode_frames)
+    cap = env.max_episode_frames
     if cap and len(starts) and int(starts.episode_frames.max()) >= cap:
         raise ValueError(
             f"a start point begins at frame {int(starts.episode_frames.max())}, at "

@@ -1,11 +1,5 @@
-"""Finding what to evaluate: a snapshot file, a run directory or a multirun directory.
-
-A run directory (`artifacts.run_directory`) holds ``config.yaml`` (``env.kind`` and the
-arguments of that env kind's factory, ``seed``, ``replay.kind``, ``evaluation.epsilon``) and
-the snapshots ``agent_best.pt`` (the best agent of the periodic test evaluations, the one the
-human-starts protocol evaluates) and ``agent_latest.pt``. A multirun directory is any
-directory with run directories below it.
-"""
+"""Finding what to evaluate: a snapshot file, a run directory (`artifacts.run_directory`) or a
+multirun directory, any directory with run directories below it."""
 
 from __future__ import annotations
 
@@ -39,9 +33,7 @@ class RunSpec:
 
 
 def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
-    """The snapshots under ``path``: a snapshot file, one run directory's, or those of every
-    run directory below a multirun directory (runs without the snapshot are skipped with a
-    note on stderr); ``snapshot`` is a key of SNAPSHOT_NAMES. Raises a one-line ValueError
+    """The snapshots under ``path``, runs without one skipped with a note; a one-line ValueError
     when nothing can be evaluated."""
     path = Path(path)
     file_name = SNAPSHOT_NAMES[snapshot]
@@ -52,13 +44,7 @@ def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
             f"{path} does not exist: give a snapshot (.pt), a run directory or a multirun directory"
         )
     if RunDirectory(path).config_file.is_file():
-        if not (path / file_name).is_file():
-            present = ", ".join(sorted(p.name for p in path.glob("*.pt"))) or "none"
-            raise ValueError(
-                f"run directory {path} has no {file_name} (snapshot={snapshot}); "
-                f"snapshots present: {present}"
-            )
-        return [_spec(RunDirectory(path), path / file_name, path.name)]
+        return [_spec(RunDirectory(path), snapshot_in(path, file_name, snapshot), path.name)]
     specs = []
     for run in find_runs(path):
         if not (run.path / file_name).is_file():
@@ -68,6 +54,17 @@ def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
     if not specs:
         raise ValueError(f"no run directory with {CONFIG} and {file_name} under {path}")
     return specs
+
+
+def snapshot_in(run: Path, file_name: str, snapshot: str) -> Path:
+    """The run directory's snapshot ``file_name``, or a one-line ValueError naming those present."""
+    if not (run / file_name).is_file():
+        present = ", ".join(sorted(p.name for p in run.glob("*.pt"))) or "none"
+        raise ValueError(
+            f"run directory {run} has no {file_name} (snapshot={snapshot}); "
+            f"snapshots present: {present}"
+        )
+    return run / file_name
 
 
 def _spec(run: RunDirectory, snapshot: Path, name: str) -> RunSpec:

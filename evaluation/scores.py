@@ -1,8 +1,5 @@
 """Human-normalized scores: the reference tables of random and human scores, and the PER
-paper's own Table 7, printed beside a run's scores.
-
-The tables are in ``evaluation/data/`` (sources in ``evaluation/data/README.md``), one row a
-game by ROM id; any name :func:`envs.games.resolve_game` accepts finds its row.
+paper's own Table 7, from ``evaluation/data/`` (sources in its README.md), by ROM id.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ def _read_csv(name: str) -> csv.DictReader:
 
 @functools.cache
 def _reference_tables() -> dict[str, dict[str, tuple[float, float]]]:
-    """protocol -> ROM id -> (random, human). A protocol's table is the column pair
-    ``<protocol>_random``, ``<protocol>_human``: a new table is two new columns."""
+    """protocol -> ROM id -> (random, human), from the columns ``<protocol>_random|human``."""
     reader = _read_csv(_REFERENCE_CSV_NAME)
     columns = reader.fieldnames
     protocols = [name.removesuffix("_random") for name in columns if name.endswith("_random")]
@@ -43,9 +39,8 @@ def _reference_tables() -> dict[str, dict[str, tuple[float, float]]]:
 
 
 def reference_scores(game: str, protocol: str) -> tuple[float, float]:
-    """(random, human) scores of ``game`` measured under ``protocol``, i.e. that protocol's
-    reference table ("noop": Wang et al. 2016; "human_starts": Nair et al. 2015, van Hasselt
-    et al. 2016)."""
+    """(random, human) scores of ``game`` in ``protocol``'s reference table ("noop": Wang et al.
+    2016; "human_starts": Nair et al. 2015, van Hasselt et al. 2016)."""
     rom_id = resolve_game(game).rom_id
     tables = _reference_tables()
     if protocol not in tables:
@@ -56,11 +51,8 @@ def reference_scores(game: str, protocol: str) -> tuple[float, float]:
 
 
 def normalized_score(score: float, game: str, protocol: str) -> float:
-    """Human-normalized score (agent - random) / |human - random| (PER paper, Equation 4).
-
-    0.0 is random play, 1.0 is the human, with the reference pair of ``protocol``. The absolute
-    value only matters for Video Pinball, whose random score beats the human's.
-    """
+    """(agent - random) / |human - random| (PER paper, Equation 4); the absolute value matters
+    only for Video Pinball, whose random score beats the human's."""
     random_score, human_score = reference_scores(game, protocol)
     return (float(score) - random_score) / abs(human_score - random_score)
 
@@ -92,5 +84,5 @@ def _paper_table() -> dict[str, PaperScores]:
 
 
 def paper_scores(game: str) -> PaperScores:
-    """The PER paper's Table 7 row for ``game`` (any name :func:`resolve_game` accepts)."""
+    """The PER paper's Table 7 row for ``game``."""
     return _paper_table()[resolve_game(game).rom_id]

@@ -13,25 +13,18 @@ from agents.policy import EpsilonGreedy
 from artifacts.snapshot import SnapshotInfo, read_snapshot
 
 
-def frame_shape_of(payload: dict) -> tuple[int, ...]:
-    """The shape of one frame the snapshot's network takes (a `read_snapshot` payload)."""
-    return tuple(payload["frame_shape"])
-
-
 def load_agent_snapshot(
     path: str | os.PathLike, device: str | torch.device = "cpu", cuda_graphs: bool = False
 ) -> tuple[EpsilonGreedy, SnapshotInfo]:
-    """The snapshot's network as an ε-greedy policy in eval mode, and its metadata. ``device``
-    is a torch device or an `agent.device` setting ('auto', 'cpu', 'cuda:N'); ``cuda_graphs``:
-    on CUDA, act through a captured forward pass once it has matched the eager one. The policy
-    has no random stream of its own (a snapshot carries none): ``act`` needs ``rng=``."""
+    """The snapshot's network as an ε-greedy policy in eval mode, and its metadata. The policy
+    has no random stream (a snapshot carries none): ``act`` needs ``rng=``."""
     device = resolve_device(str(device))
     payload = read_snapshot(path, device)
     num_actions, history_length = payload["num_actions"], payload["history_length"]
     # The initial weights are overwritten at once: no generator of anyone's is drawn from.
     with torch.random.fork_rng(devices=[]):
         network = build_network(
-            payload["network"], num_actions, history_length, frame_shape_of(payload)
+            payload["network"], num_actions, history_length, tuple(payload["frame_shape"])
         )
     try:
         network.load_state_dict(payload["online"])

@@ -1,19 +1,12 @@
-"""The score table `evaluate.py` prints and writes: per-game scores beside the paper's,
-across-game summaries, JSON and CSV.
+"""The score table `evaluate.py` prints and writes (JSON and CSV), from one `RunScore` per
+evaluated run: per-game scores beside the paper's, and across-game summaries.
 
-Its input is one `RunScore` per evaluated run, the record evaluate.py keeps of each run's
-episodes (the JSON's ``runs``); like every other report it reads no run directory.
-
-Per (replay variant, game): the score is the mean over runs (seeds) of each run's mean episode
-score; its spread is the episode standard deviation for one run, the standard deviation across
-the runs' means for several. Across games, per variant: median and mean human-normalized score,
-the number of games above human (normalized > 100 %), and, when every game has the same number
-(>= 2) of runs, the interquartile mean with stratified-bootstrap 95 % confidence intervals
-(rliable, an optional extra: ``pip install '.[iqm]'``).
-
-Human-normalized scores and the paper's columns need a protocol with a reference table and
-runs of env kinds with human reference scores (Atari's; MinAtar has none): otherwise the table
-holds the raw scores only, with no summary lines (see :func:`normalizes`).
+Per (variant, game) the score is the mean over runs of each run's mean episode score; its spread
+the episode standard deviation for one run, the standard deviation of the runs' means for
+several. Per variant across games: median and mean human-normalized score, the games above
+human and, when every game has the same number (>= 2) of runs, the interquartile mean with
+stratified-bootstrap 95 % intervals (rliable: ``pip install '.[iqm]'``). Without human reference
+scores (see :func:`normalizes`) the table holds the raw scores only.
 """
 
 from __future__ import annotations

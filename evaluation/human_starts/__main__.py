@@ -8,13 +8,11 @@
     python -m evaluation.human_starts verify pong_starts.npz
     python -m evaluation.human_starts show pong_starts.npz png=pong_starts.png
 
-``record`` needs pygame (``pip install '.[play]'``) and a display; ``play`` logs an
-agent's ε-greedy games with its run's env settings instead. ``show`` writes its PNG with
-matplotlib. Formats: ``start_state_file`` (start-state files), ``trajectories`` (trajectory
-files). ``sample`` (and so ``record``) writes a file only once every start point has passed
-``verification.verify_start_states``; ``verify`` runs that check on an existing file (an
-evaluation runs it too). Exit status 2 with one line on bad input, including a game
-whose states do not restore faithfully.
+``record`` needs pygame (``pip install '.[play]'``) and a display; ``play`` logs an agent's
+ε-greedy games with its run's env settings instead. ``sample`` (and so ``record``) writes a file
+only once every start point is verified; ``verify`` checks an existing file, as an evaluation
+does. Exit status 2 with one line on bad input, including a game whose states do not restore
+faithfully.
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from artifacts.command_line import unwritable_reason
-from artifacts.run_directory import RunDirectory
+from artifacts.run_directory import FINAL_SNAPSHOT, RunDirectory
 from envs.games import resolve_game
 from envs.registry import environment_kind
 from envs.settings import AtariSettings
@@ -44,7 +42,7 @@ from evaluation.human_starts.start_state_file import (
 )
 from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
-from evaluation.runs import BARE_SNAPSHOT_ENV
+from evaluation.runs import BARE_SNAPSHOT_ENV, SNAPSHOT_NAMES, snapshot_in
 from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of, typed
 
 # What a start point's agent state is made of, as a start-state file records it.
@@ -58,7 +56,7 @@ PLAY_DEFAULTS = {
     "device": "auto",
     "env": {},
 }
-PLAY_SNAPSHOTS = {"best": "best_snapshot", "latest": "latest_snapshot", "final": "final_snapshot"}
+PLAY_SNAPSHOTS = {**SNAPSHOT_NAMES, "final": FINAL_SNAPSHOT}
 PLAY_RULES = {
     "episodes": POSITIVE_INTEGER,
     "seed": NON_NEGATIVE_INTEGER,
@@ -69,8 +67,8 @@ SHOW_DEFAULTS = {"png": None, "screens": 8}
 
 
 def layout_defaults() -> dict:
-    """The paper's agent's `LAYOUT` (the env's and agent's schema defaults). Imported here:
-    agents.settings loads torch, which `verify` and `show` do without."""
+    """The paper's agent's `LAYOUT`. agents.settings is imported here: it loads torch, which
+    `verify` and `show` do without."""
     from agents.settings import AgentSettings
 
     defaults = {**AtariSettings.defaults(), **AgentSettings.defaults()}
@@ -140,8 +138,7 @@ def record_command(options: dict) -> StartStates:
 
 
 def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
-    """An agent's own games as a trajectory file (module docstring); everything is checked
-    before the first game, and the file is written only when all games are played."""
+    """An agent's own games as a trajectory file; everything is checked before the first."""
     if len(paths) != 1 or not options["out"]:
         raise ValueError("play needs one run directory or agent snapshot and out=FILE.json")
     for key, rule in PLAY_RULES.items():
@@ -181,19 +178,11 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
 
 
 def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
-    """The snapshot file to play and its run's env settings (`BARE_SNAPSHOT_ENV` for a snapshot
-    outside a run directory: the paper's env for its game)."""
+    """The snapshot file to play and its run's env settings (`BARE_SNAPSHOT_ENV` outside a run)."""
     if path.is_file():
         run, file = RunDirectory(path.parent), path
     elif RunDirectory(path).config_file.is_file():
-        run = RunDirectory(path)
-        file = getattr(run, PLAY_SNAPSHOTS[snapshot])
-        if not file.is_file():
-            present = ", ".join(sorted(p.name for p in path.glob("*.pt"))) or "none"
-            raise ValueError(
-                f"run directory {path} has no {file.name} (snapshot={snapshot}); "
-                f"snapshots present: {present}"
-            )
+        run, file = RunDirectory(path), snapshot_in(path, PLAY_SNAPSHOTS[snapshot], snapshot)
     else:
         raise ValueError(
             f"{path} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
@@ -202,7 +191,6 @@ def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
 
 
 def verify_command(paths: list[Path]) -> str:
-    """Replay and restore every start point of one file (what an evaluation checks first)."""
     if len(paths) != 1:
         raise ValueError("verify needs exactly one start-state file")
     starts = load_start_states(paths[0])
@@ -242,17 +230,14 @@ def show_command(paths: list[Path], options: dict) -> str:
 
 
 def write_png(starts: StartStates, path: Path, shown: int) -> None:
-    """A grid of ``shown`` start screens, evenly spread over the file, each titled with its
-    frame number and trajectory."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display needed
-    from matplotlib import pyplot
+    """A grid of ``shown`` start screens, evenly spread over the file."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
     picks = np.unique(np.linspace(0, len(starts) - 1, min(shown, len(starts))).astype(int))
     columns = min(4, len(picks))
     rows = -(-len(picks) // columns)
-    figure, axes = pyplot.subplots(rows, columns, figsize=(2.4 * columns, 3.4 * rows))
+    figure = Figure(figsize=(2.4 * columns, 3.4 * rows))
+    axes = figure.subplots(rows, columns)
     for axis in np.ravel(axes):
         axis.axis("off")
     for axis, index in zip(np.ravel(axes), picks, strict=False):
@@ -265,17 +250,16 @@ def write_png(starts: StartStates, path: Path, shown: int) -> None:
     figure.suptitle(f"{resolve_game(starts.game).name}: {len(starts)} start points", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-    pyplot.close(figure)
 
 
-# Each command's options as a function: `layout_defaults` loads torch, only for the commands
-# that use it.
+# Each command's options (a function: `layout_defaults` loads torch, only for the commands that
+# use it) and what runs it on the paths and the options.
 COMMANDS = {
-    "record": record_defaults,
-    "play": PLAY_DEFAULTS.copy,
-    "sample": sample_defaults,
-    "verify": dict,
-    "show": SHOW_DEFAULTS.copy,
+    "record": (record_defaults, lambda paths, options: record_command(options)),
+    "play": (PLAY_DEFAULTS.copy, play_command),
+    "sample": (sample_defaults, sample_command),
+    "verify": (dict, lambda paths, options: print(verify_command(paths))),
+    "show": (SHOW_DEFAULTS.copy, lambda paths, options: print(show_command(paths, options))),
 }
 
 
@@ -287,21 +271,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if argv[0] not in COMMANDS:
             raise ValueError(f"unknown command {argv[0]!r}: use one of {', '.join(COMMANDS)}")
-        command = argv[0]
-        defaults = COMMANDS[command]()
+        defaults, command = COMMANDS[argv[0]]
+        defaults = defaults()
         sections = tuple(key for key, value in defaults.items() if isinstance(value, dict))
         positional, options = parse_arguments(argv[1:], defaults, open_sections=sections)
-        paths = [Path(p) for p in positional]
-        if command == "record":
-            record_command(options)
-        elif command == "play":
-            play_command(paths, options)
-        elif command == "sample":
-            sample_command(paths, options)
-        elif command == "verify":
-            print(verify_command(paths))
-        else:
-            print(show_command(paths, options))
+        command([Path(p) for p in positional], options)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -1,14 +1,7 @@
-"""Trajectory files from play: a human at the keyboard, or an agent's own games.
-
-Both give a ``TrajectoryLog`` (``trajectories``): per game the reset seed and the ALE
-action id (full action set) of every emulator frame, so that ``replay_env`` replays the game
-exactly and start points can be sampled from it.
-
-* ``record_trajectories``: keyboard play with gymnasium's ``play`` (pygame and a display);
-* ``play_trajectories``: an ε-greedy agent playing through ``make_env`` as in an evaluation
-  (no-op starts, frame skip, frame cap). Each no-op of the reset is logged as one NOOP frame
-  and each agent action as its ALE id once per emulator frame it was held, which is fewer than
-  the frame skip on the step where the game ends.
+"""Trajectory files from play: a human at the keyboard (gymnasium's ``play``), or an agent
+playing ε-greedily through its env as in an evaluation. An agent's log holds a NOOP frame per
+no-op of the reset and each action once per emulator frame it was held (fewer than the frame
+skip on the step where the game ends), so that ``replay_env`` replays the game exactly.
 """
 
 from __future__ import annotations
@@ -16,7 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,21 +19,12 @@ from envs.registry import build_env, env_settings
 from envs.settings import AtariSettings
 from evaluation.human_starts.trajectories import Trajectory, TrajectoryLog, replay_env
 
-
-class Policy(Protocol):
-    """What ``play_trajectories`` needs from an agent (DoubleDQN is one)."""
-
-    num_actions: int
-    history_length: int
-
-    def act(
-        self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None
-    ) -> int: ...
+if TYPE_CHECKING:
+    from agents.policy import EpsilonGreedy
 
 
 class KeyboardRecorder:
-    """The per-frame callback of gymnasium's ``play``: logs ALE action ids, splits the session
-    into games (one trajectory each) and ends the session after ``max_frames`` frames."""
+    """gymnasium ``play``'s per-frame callback: one trajectory of ALE action ids per game."""
 
     def __init__(self, legal_actions, *, seed: int, max_frames: int | None, source: str):
         self._legal_actions = [a.value for a in legal_actions]  # ale_py.Action -> id
@@ -91,8 +75,7 @@ def display_problem(environ=os.environ, platform: str = sys.platform) -> str | N
 
 
 def _end_session(signum: int, stopped: list[int]) -> None:
-    """A signal handler's work: remember the signal and end the pygame session, if one is
-    running (its window's QUIT ends gymnasium's `play`)."""
+    """Remember the signal and end the pygame session, if one is running."""
     stopped.append(signum)
     pygame = sys.modules.get("pygame")
     if pygame is not None and pygame.display.get_init():
@@ -109,14 +92,10 @@ def record_trajectories(
     source: str = "keyboard",
     on_frame=None,
 ) -> TrajectoryLog:
-    """Let a human play ``game`` with the keyboard (gymnasium's ``play``; needs pygame and a
-    display) and return the games played as a trajectory log. The session ends with Esc, by
-    closing the window, or after ``max_frames`` emulator frames (None: no limit). Every game
-    starts from ``reset(seed=seed)``. ``on_frame`` (optional) is called with the frame count
-    after each frame. Keys: gymnasium's Atari mapping (w/a/s/d move, space fires, e is
-    no-op). A one-line ValueError, and nothing returned, for a session in which no key was
-    pressed (no human played it) or that SIGTERM or SIGINT stopped (SDL would otherwise turn
-    the signal into an ordinary end of the session)."""
+    """The games a human plays at the keyboard, each from ``reset(seed=seed)``, until Esc, the
+    window's close or ``max_frames`` frames; ``on_frame`` hears the frame count after each
+    frame. A one-line ValueError for a session in which no key was pressed (no human played),
+    or that SIGTERM or SIGINT stopped (SDL would make it an ordinary end of the session)."""
     try:
         from gymnasium.utils.play import play
     except ImportError:
@@ -161,7 +140,7 @@ def record_trajectories(
 
 
 def play_trajectories(
-    agent: Policy,
+    agent: EpsilonGreedy,
     env_kwargs: dict,
     *,
     reset_seeds: list[int],
@@ -169,11 +148,9 @@ def play_trajectories(
     rng: np.random.Generator,
     source: str = "agent",
 ) -> TrajectoryLog:
-    """One game per reset seed, ``agent`` acting ε-greedily with ``rng`` in
-    ``make_env(**env_kwargs)``, until game over or the env's frame cap; returns them as a
-    trajectory log (one action per frame) whose replay is exactly these games, unclipped scores
-    included. Raises ValueError for sticky actions (the emulator would sometimes repeat the
-    previous action instead of the logged one) or an agent whose actions do not fit the env."""
+    """One game per reset seed, ``agent`` acting ε-greedily until game over or the frame cap,
+    as a log whose replay is exactly these games. ValueError for sticky actions (a repeat would
+    replace a logged action) or an agent whose actions do not fit the env."""
     sticky = env_kwargs.get("repeat_action_probability", AtariSettings.repeat_action_probability)
     if sticky:
         raise ValueError(
@@ -197,8 +174,7 @@ def play_trajectories(
     return TrajectoryLog(resolve_game(env_kwargs["game"]).rom_id, games, 1)
 
 
-def _play_game(env, agent: Policy, stack: FrameStack, seed: int, epsilon, rng, source: str):
-    """One game from ``reset(seed=seed)``, logged frame by frame from ALE's frame counter."""
+def _play_game(env, agent: EpsilonGreedy, stack: FrameStack, seed: int, epsilon, rng, source: str):
     # The agent's action index -> ALE id: the env's own table (minimal or full action set).
     ale_ids = [action.value for action in env.unwrapped._action_set]
     frame, info = env.reset(seed=seed)

@@ -1,16 +1,9 @@
 """Start points sampled from trajectories by replay in the emulator.
 
-The rule (the paper's human starts, after Nair et al. 2015 and van Hasselt et al. 2016: start
-points "randomly sampled from human play"): every emulator frame k of every trajectory with
-``0 <= k < min(trajectory length, max_episode_frames)`` is a candidate (k frames after reset),
-and ``count`` distinct candidates are drawn uniformly over all of them, so a longer trajectory
-gives proportionally more starts (``draw_frames``).
-
-Each trajectory is then replayed once (``capture_starts``), keeping for every drawn frame k the
-ALE state of frame k - 1 (what ``start_state_file.restore_start`` enters a start point from),
-the RAM, the screen, the score so far and the agent's acting state (``agent_frames``: an
-emulator state holds no past screens, so they are rebuilt from the replay). Start points are
-returned only once they pass ``verification.verify_start_states``.
+Every emulator frame k of a trajectory below the episode cap is a candidate, and ``count``
+distinct candidates are drawn uniformly over all trajectories' (the paper's human starts, after
+Nair et al. 2015), so a longer trajectory gives proportionally more starts. Each trajectory is
+then replayed once to capture its start points, which are returned only once verified.
 """
 
 from __future__ import annotations
@@ -28,11 +21,9 @@ from evaluation.human_starts.verification import verify_start_states
 def agent_frames(
     screen_at, k: int, *, frame_skip: int, history_length: int, screen_size: int
 ) -> np.ndarray:
-    """The agent's state at emulator frame ``k``, as make_env + FrameStack would build it had
-    the agent been acting on frames k, k - frame_skip, ...: frame j is the pixel-wise max of
-    the grayscale screens j - 1 and j (j = 0, the reset screen, alone; no max when frame_skip
-    is 1), area-resized; slots before frame 0 are zero. ``screen_at(j)`` is the grayscale
-    (210, 160) screen after j frames. Oldest first, uint8 (history_length, size, size)."""
+    """The agent's state at emulator frame ``k`` as make_env + FrameStack build it from frames
+    k, k - frame_skip, ... (oldest first, zero before frame 0); ``screen_at(j)`` is the
+    grayscale screen after j frames."""
     state = np.zeros((history_length, screen_size, screen_size), dtype=np.uint8)
     first = k - (history_length - 1) * frame_skip
     for slot, j in enumerate(range(first, k + 1, frame_skip)):
@@ -46,8 +37,7 @@ def agent_frames(
 
 
 def draw_frames(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_frames: int):
-    """``count`` distinct candidate frames, uniform over all trajectories' candidates; returns
-    (trajectory index, frame within it) arrays, sorted."""
+    """``count`` distinct candidate frames as sorted (trajectory, frame within it) arrays."""
     lengths = np.array(
         [
             min(len(t.actions) * log.frames_per_action, max_episode_frames or 2**62)
@@ -68,10 +58,7 @@ def draw_frames(log: TrajectoryLog, count: int, rng: np.random.Generator, max_ep
 
 
 def capture_starts(env: gym.Env, log: TrajectoryLog, index: int, targets: list[int], layout: dict):
-    """Replay trajectory ``index`` from its seeded reset; returns (k, state bytes of frame
-    k - 1 (of frame 0 for k = 0: see ``restore_start``), agent frames, RGB screen, score so far,
-    RAM) for each target frame k, ascending. Only the grayscale screens the agent frames need
-    are kept."""
+    """(k, state of frame max(k - 1, 0), agent frames, screen, score, RAM) per target frame k."""
     trajectory = log.trajectories[index]
     env.reset(seed=trajectory.seed)
     ale = env.unwrapped.ale
@@ -121,10 +108,8 @@ def sample_start_states(
     history_length: int,
     max_episode_frames: int,
 ) -> StartStates:
-    """Draw ``count`` start points uniformly over the candidate frames (module docstring),
-    replay each trajectory once to capture them, in trajectory and frame order, and verify
-    them (``verify_start_states``). Raises ValueError if there are fewer candidates than
-    ``count``, a replay diverges from its log, or the game's states do not restore faithfully."""
+    """``count`` verified start points in trajectory and frame order; ValueError when there are
+    fewer candidates, a replay diverges from its log, or the states do not restore faithfully."""
     owners, frames = draw_frames(log, count, rng, max_episode_frames)
     layout = dict(frame_skip=frame_skip, history_length=history_length, screen_size=screen_size)
     env = replay_env(log.game)

@@ -1,43 +1,20 @@
-"""Start states for the human-starts protocol: the file format, and restoring a start point.
+"""Start-state files for the human-starts protocol (docs/evaluation.md, "Start states"), and
+entering a start point (`restore_start`).
 
-DeepMind's human start points were never published, so users make and share their own. A
-start-state file (``.npz``, ``numpy.savez_compressed``, loaded with ``allow_pickle=False``: no
-pickles anywhere) holds, for N start points drawn from T trajectories:
-
-* ``state_bytes`` / ``state_offsets``: the ALE states (``ale.cloneState().serialize()``) one
-  frame BEFORE each start point (the reset state for a start at frame 0), as one uint8 blob
-  and N + 1 offsets; ``restore_start`` restores state i (``ALEState(blob[o[i]:o[i + 1]])``)
-  and plays the prefix's last frame, which is how a start point must be entered;
-* ``rams``: uint8 (N, 128), the console RAM at the start point;
-* ``frames``: uint8 (N, history_length, screen_size, screen_size), the agent's acting state at
-  the start point, built with the rule of ``make_env`` + ``FrameStack`` (see
-  ``sampling.agent_frames``): an emulator state does not hold past screens;
-* ``screens``: uint8 (N, 210, 160, 3), the RGB screen at the start point (to look at);
-* ``episode_frames``: int64 (N,), ALE's episode frame number at the start point (the prefix);
-* ``prefix_scores``: float64 (N,), what the human had scored by then (informational only);
-* ``trajectory_indices``, ``trajectory_frames``: int64 (N,), where each start came from;
-* ``trajectory_seeds``: int64 (T,), the seed of each trajectory's ``reset``;
-* ``action_bytes`` / ``action_offsets``: the ALE action id of every emulator frame of each
-  trajectory (``frames_per_action`` already applied), one uint8 blob and T + 1 offsets. Start
-  point i is reached from ``reset(seed=trajectory_seeds[t])`` by the first
-  ``trajectory_frames[i]`` actions of trajectory ``t = trajectory_indices[i]`` (its prefix); the
-  actions after it are the human's continuation, which verification replays;
-* ``metadata``: a JSON string with format, version, game (ROM id), rom_md5, ale_py_version,
-  frame_skip, screen_size, history_length, the trajectory sources and a SHA-256 of the arrays.
-
-A file is refused, with one line, when its game, ROM checksum or ale-py version differ from the
-ones asked for / installed (a state restored into another emulator build is undefined), when
-its content does not match its checksum, or when it is an older version. Whether its states
-restore faithfully is checked by ``verification.verify_start_states`` (replays).
+An ``.npz`` read with ``allow_pickle=False``. Variable-length bytes (the ALE state one frame
+before each start point; each trajectory's ALE action id per emulator frame) are one uint8 blob
+and len + 1 offsets. ``metadata`` is JSON: the header, game, ROM MD5, ale-py version, the agent's
+frame layout, the trajectory sources and a SHA-256 of the arrays. A state restores only in the
+ROM and ale-py that saved it, so a file made with others is refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +22,7 @@ from pathlib import Path
 import ale_py
 import numpy as np
 
+from artifacts.atomic import write_atomically
 from artifacts.header import Header
 from envs.games import resolve_game
 from evaluation.human_starts.trajectories import rom_md5
@@ -61,12 +39,14 @@ ARRAYS = {  # name -> (dtype, shape after the leading N; None = checked separate
     "trajectory_indices": (np.int64, ()),
     "trajectory_frames": (np.int64, ()),
 }
+# The metadata fields that are fields of `StartStates` as they are.
+METADATA = ("game", "rom_md5", "ale_py_version", "frame_skip", "screen_size", "history_length")
 BLOBS = ("state_bytes", "state_offsets", "action_bytes", "action_offsets")
 
 
 @dataclass(frozen=True)
 class StartStates:
-    """N start points of one game; see the module docstring for each field's meaning."""
+    """N start points of one game, from T trajectories."""
 
     game: str
     rom_md5: str
@@ -89,10 +69,6 @@ class StartStates:
     def __len__(self) -> int:
         return len(self.states)
 
-    def ale_state(self, index: int) -> ale_py.ALEState:
-        """The state one frame before start point ``index``: enter it with ``restore_start``."""
-        return ale_py.ALEState(self.states[index])
-
     def actions(self, trajectory: int) -> np.ndarray:
         """The ALE action id of every emulator frame of ``trajectory``, from its reset on."""
         return np.frombuffer(self.trajectory_actions[trajectory], dtype=np.uint8)
@@ -104,22 +80,18 @@ class StartStates:
 
 
 def restore_start(ale: ale_py.ALEInterface, starts: StartStates, index: int) -> None:
-    """Put an emulator that has just been ``reset()`` into start point ``index`` (frame k).
+    """Put an emulator just ``reset()`` into start point ``index`` (frame k), or raise ValueError
+    when its frame number or RAM is not the stored one.
 
-    ale-py's serialized state leaves part of the emulator out (the TIA's drawing state, among
-    others), and what is left out is whatever the restoring emulator last did: Q*bert restored
-    right after ``reset()`` plays on differently from the first frame, and Yars' Revenge draws
-    its first frame differently (benchmarks/restore_fidelity.py). So the emulator plays one
-    NOOP frame (unless the stored state is the reset itself), restores the state of frame
-    k - 1, and plays frame k with the prefix's own action: the left-out part is then what this
-    game's frame k made it. Raises ValueError if that did not reach the stored frame number and
-    RAM. That the game then goes on as recorded is checked by
-    ``verification.verify_start_states``, which enters start points with this function.
+    ale-py's serialized state leaves part of the emulator out (the TIA's drawing state among
+    others), which keeps what the restoring emulator last did: so play one NOOP frame, restore
+    the state of frame k - 1 and play frame k with the prefix's own action, which makes the
+    left-out part this game's (docs/evaluation.md, restore fidelity).
     """
     frame = int(starts.episode_frames[index])
     if frame > 1:
         ale.act(0)  # ALE action 0 is NOOP in every game
-    ale.restoreState(starts.ale_state(index))
+    ale.restoreState(ale_py.ALEState(starts.states[index]))
     if frame > 0:
         trajectory = int(starts.trajectory_indices[index])
         ale.act(int(starts.actions(trajectory)[frame - 1]))
@@ -132,43 +104,30 @@ def restore_start(ale: ale_py.ALEInterface, starts: StartStates, index: int) -> 
 
 def save_start_states(path: str | os.PathLike, starts: StartStates) -> None:
     """Write ``starts`` to ``path`` (.npz) atomically."""
-    path = Path(path)
     arrays = {
         name: np.asarray(getattr(starts, name), dtype=dtype) for name, (dtype, _) in ARRAYS.items()
     }
-    arrays.update(_blob("state", starts.states))
-    arrays.update(_blob("action", starts.trajectory_actions))
+    arrays.update(to_blob("state", starts.states))
+    arrays.update(to_blob("action", starts.trajectory_actions))
     arrays["trajectory_seeds"] = np.asarray(starts.trajectory_seeds, dtype=np.int64)
     metadata = {
         **START_STATES.fields(),
-        "game": starts.game,
-        "rom_md5": starts.rom_md5,
-        "ale_py_version": starts.ale_py_version,
-        "frame_skip": starts.frame_skip,
-        "screen_size": starts.screen_size,
-        "history_length": starts.history_length,
+        **{key: getattr(starts, key) for key in METADATA},
         "trajectory_sources": list(starts.trajectory_sources),
         "sha256": digest(arrays),
     }
     arrays["metadata"] = np.array(json.dumps(metadata))
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            np.savez_compressed(file, **arrays)
-        os.chmod(temporary, 0o644)  # mkstemp makes it private; a result is for sharing
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    write_atomically(path, buffer.getbuffer())
 
 
 def load_start_states(path: str | os.PathLike, game: str | None = None) -> StartStates:
     """Read and check a start-state file; ``game`` (any accepted name) must match if given.
-
-    Raises a one-line ValueError for a missing, corrupt, foreign or older-version file, another
-    game, another ROM (by MD5) or another ale-py version than the installed one.
-    """
+    A one-line ValueError for anything that is not this version's file of the installed ROM and
+    ale-py."""
     path = Path(path)
     arrays, metadata = read_npz(path)
     check_compatible(path, metadata, game)
@@ -178,12 +137,7 @@ def load_start_states(path: str | os.PathLike, game: str | None = None) -> Start
         )
     check_shapes(path, arrays, metadata)
     return StartStates(
-        game=metadata["game"],
-        rom_md5=metadata["rom_md5"],
-        ale_py_version=metadata["ale_py_version"],
-        frame_skip=metadata["frame_skip"],
-        screen_size=metadata["screen_size"],
-        history_length=metadata["history_length"],
+        **{key: metadata[key] for key in METADATA},
         states=_split(arrays, "state"),
         trajectory_sources=tuple(metadata["trajectory_sources"]),
         trajectory_seeds=arrays["trajectory_seeds"],
@@ -192,7 +146,7 @@ def load_start_states(path: str | os.PathLike, game: str | None = None) -> Start
     )
 
 
-def _blob(name: str, items: tuple[bytes, ...]) -> dict[str, np.ndarray]:
+def to_blob(name: str, items: tuple[bytes, ...]) -> dict[str, np.ndarray]:
     """Variable-length byte strings as one uint8 array and their len + 1 offsets."""
     offsets = np.cumsum([0] + [len(item) for item in items], dtype=np.int64)
     return {

@@ -1,19 +1,11 @@
-"""Trajectory files: play (a human's, or an agent's) as action logs that replay exactly.
+"""Trajectory files: play as action logs that replay exactly. JSON, never a pickle::
 
-A trajectory file is JSON (never a pickle)::
-
-    {"format": "per-atari-trajectories", "version": 1, "game": "pong",
-     "frames_per_action": 1,
+    {"format": "per-atari-trajectories", "version": 1, "game": "pong", "frames_per_action": 1,
      "trajectories": [{"seed": 0, "actions": [0, 0, 3, ...], "score": -3.0, "source": "..."}]}
 
-``actions`` are ALE action ids (0..17, ``ale_py.Action``; the full action set, whatever set the
-agent uses), each held for ``frames_per_action`` emulator frames (1 for keyboard play at 60 Hz).
-A trajectory is replayed in ``replay_env`` from ``reset(seed=seed)``, so it is exactly the
-recorded game; ``score`` (optional) is checked against the replay. ``source`` says where it came
-from. ``rom_md5`` and ``ale_py_version`` may be given and are then checked.
-
-Trajectory files come from keyboard play or from an agent's games (``recording``); start points
-are sampled from them (``sampling``).
+``actions`` are ALE action ids of the full action set, each held ``frames_per_action`` emulator
+frames, replayed in ``replay_env`` from ``reset(seed=seed)``; ``score``, if given, is checked
+against the replay, and so are ``rom_md5`` and ``ale_py_version``.
 """
 
 from __future__ import annotations
@@ -40,8 +32,6 @@ NUM_ALE_ACTIONS = 18
 
 @dataclass(frozen=True)
 class Trajectory:
-    """One game from reset: ALE action ids, the reset seed, its score (if known), its origin."""
-
     actions: tuple[int, ...]
     seed: int = 0
     score: float | None = None
@@ -56,7 +46,7 @@ class TrajectoryLog:
 
 
 def save_trajectories(path: str | os.PathLike, log: TrajectoryLog) -> None:
-    """Write ``log`` to ``path`` atomically: a reader sees the old file or the whole new one."""
+    """Write ``log`` to ``path`` atomically."""
     document = {
         "format": FORMAT,
         "version": VERSION,
@@ -124,8 +114,7 @@ def _parse_entry(path: Path, index: int, entry) -> Trajectory:
 
 
 def merge_logs(paths: list[Path]) -> TrajectoryLog:
-    """One log from several trajectory files of the same game and action duration; each
-    trajectory's source names its file."""
+    """One log from files of the same game and action duration; each source names its file."""
     logs = [load_trajectories(path) for path in paths]
     for path, log in zip(paths[1:], logs[1:], strict=True):
         if (log.game, log.frames_per_action) != (logs[0].game, logs[0].frames_per_action):
@@ -157,7 +146,6 @@ def replay_env(game: str) -> gym.Env:
 
 @functools.cache
 def rom_md5(game: str) -> str:
-    """MD5 of the installed ROM of ``game`` (the checksum ale-py itself verifies): a log or a
-    state replays the same only in the same ROM."""
+    """MD5 of the installed ROM of ``game``: a log or a state replays only in its own ROM."""
     rom_id = resolve_game(game).rom_id
     return hashlib.md5(Path(ale_py.roms.get_rom_path(rom_id)).read_bytes()).hexdigest()

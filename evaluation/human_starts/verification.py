@@ -1,18 +1,12 @@
-"""Whether start points are what their action prefixes reach, and restore faithfully.
-
-``verify_start_states`` (sampling runs it before it returns, the human-starts evaluation before
-it plays) replays each trajectory from its seeded reset (``replay_truth``), which must reach
-every start point's stored ALE state and RAM (``check_prefix``); then each start point is
-restored into an evaluation env the way the evaluator restores it
-(``start_state_file.restore_start``) and both play the human's next ``VERIFY_HORIZON`` frames
-(NOOPs past the end of the log): RAM and screen must match the replay on every frame
-(``check_restore``), or the start points are refused. ``fingerprint`` identifies a start set,
-so that one is verified once per process.
+"""Whether start points are what their action prefixes reach, and restore faithfully
+(docs/evaluation.md, restore fidelity): each trajectory is replayed from its seeded reset, which
+must reach every start point's stored state and RAM; then each start point, entered with
+`restore_start`, must play the human's next ``VERIFY_HORIZON`` frames with the replay's RAM and
+screen.
 """
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 
 import ale_py
@@ -20,21 +14,25 @@ import gymnasium as gym
 import numpy as np
 
 from envs.atari import make_env
-from evaluation.human_starts.start_state_file import StartStates, restore_start
+from evaluation.human_starts.start_state_file import StartStates, digest, restore_start, to_blob
 from evaluation.human_starts.trajectories import replay_env
 
 # Frames compared after each restore. Every divergence benchmarks/restore_fidelity.py found
 # showed on the first frame after the restore; 1,000 frames (17 s of play) leave a wide margin
 # at a cost of about 1,000 emulator frames per start point.
 VERIFY_HORIZON = 1000
+VERIFIED_ARRAYS = (
+    "rams",
+    "episode_frames",
+    "trajectory_indices",
+    "trajectory_frames",
+    "trajectory_seeds",
+)
 _verified: set[str] = set()  # fingerprints of start sets verified in this process
 
 
 def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
-    """Refuse, with a one-line ValueError, start points that their action prefix does not reach
-    from its seeded reset, or whose restore does not go on exactly like that replay for
-    ``horizon`` frames (module docstring). A start set passes once per process: later calls
-    with the same content return at once."""
+    """A one-line ValueError unless every start point is faithful; once per start set."""
     key = fingerprint(starts, horizon)
     if key in _verified:
         return
@@ -55,10 +53,9 @@ def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> N
 def replay_truth(
     env: gym.Env, starts: StartStates, trajectory: int, members: np.ndarray, horizon: int
 ):
-    """Replay ``trajectory`` from its seeded reset, checking each member start point's stored
-    state (on the frame before it) and RAM. Returns the per-frame actions (NOOP past the log)
-    and, in the ``horizon`` frames after each member, the RAM and a CRC-32 of the screen after
-    frame j + 1 at index j."""
+    """Replay ``trajectory``, checking its members' stored states and RAM. Returns the per-frame
+    actions (NOOP past the log) and, at index j in the ``horizon`` frames after each member, the
+    RAM and a CRC-32 of the screen after frame j + 1."""
     checks: dict[int, list[tuple[str, int]]] = {}  # frame -> (what, start point)
     starts_at = [int(starts.trajectory_frames[index]) for index in members]
     for frame, index in zip(starts_at, members, strict=True):
@@ -102,8 +99,7 @@ def check_prefix(ale: ale_py.ALEInterface, starts: StartStates, index: int, part
 
 
 def check_restore(env, starts: StartStates, index: int, stream, rams, screens, horizon: int):
-    """Restore start point ``index`` into ``env`` like the evaluator and play the replay's next
-    ``horizon`` frames: every frame's RAM and screen must be the replay's."""
+    """Enter start point ``index``: RAM and screen must then be the replay's, frame by frame."""
     env.reset()
     ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)
     try:
@@ -131,17 +127,10 @@ def unfaithful(starts: StartStates, index: int, part: str, when: str) -> ValueEr
 
 
 def fingerprint(starts: StartStates, horizon: int) -> str:
-    """SHA-256 of everything verification depends on."""
-    digest = hashlib.sha256(f"{starts.game}|{ale_py.__version__}|{horizon}|".encode())
-    for array in (
-        starts.rams,
-        starts.episode_frames,
-        starts.trajectory_indices,
-        starts.trajectory_frames,
-        starts.trajectory_seeds,
-    ):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    for items in (starts.states, starts.trajectory_actions):
-        for item in items:
-            digest.update(len(item).to_bytes(8, "little") + item)
-    return digest.hexdigest()
+    """Everything verification depends on."""
+    arrays = {
+        **to_blob("state", starts.states),
+        **to_blob("action", starts.trajectory_actions),
+        **{name: getattr(starts, name) for name in VERIFIED_ARRAYS},
+    }
+    return f"{starts.game}|{ale_py.__version__}|{horizon}|{digest(arrays)}"

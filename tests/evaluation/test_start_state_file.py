@@ -319,7 +319,7 @@ def qbert_log():
 def restore_right_after_reset(ale, starts, index):
     """restore_start without its NOOP frame: the state is restored right after reset(), as
     the evaluator did before version 2 (then the prefix's last frame is played as usual)."""
-    ale.restoreState(starts.ale_state(index))
+    ale.restoreState(ale_py.ALEState(starts.states[index]))
     frame = int(starts.episode_frames[index])
     if frame > 0:
         ale.act(int(starts.actions(int(starts.trajectory_indices[index]))[frame - 1]))
