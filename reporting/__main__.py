@@ -2,6 +2,7 @@
 argument names another command. Every refusal is one line and exit status 2."""
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
@@ -52,8 +53,12 @@ def main(argv=None):
         parser.error(f"--out (default): {error}")
     try:
         written = module.build(args.directories if many else args.directories[0], out)
-    except (ValueError, OSError) as error:
+    except ValueError as error:
         parser.exit(2, f"error: {error}\n")
+    except OSError as error:  # every file is written whole or left as it was
+        room = " (no file was left half-written: make room, or give --out on another disk)"
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        parser.exit(2, f"error: {error.filename or out}: {error.strerror}{room if full else ''}\n")
     done = f"exported {len(written)} run(s) into {out}" if module is export else f"wrote {written}"
     print(done, file=sys.stderr)
     return written
