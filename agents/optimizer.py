@@ -77,16 +77,9 @@ class CenteredRMSProp(torch.optim.Optimizer):
         for group in self.param_groups:
             params = [param for param in group["params"] if param.grad is not None]
             if params:  # foreach ops reject empty lists
-                grad_avgs, square_avgs = self.statistics(params)
+                grads = [param.grad for param in params]
                 centered_rmsprop(
-                    params,
-                    [param.grad for param in params],
-                    grad_avgs,
-                    square_avgs,
-                    lr=group["lr"],
-                    decay=group["decay"],
-                    epsilon=group["epsilon"],
-                    epsilon_inside=self.epsilon_inside,
+                    params, grads, *self.statistics(params), group, self.epsilon_inside
                 )
         return loss
 
@@ -122,18 +115,11 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
 
 def centered_rmsprop(
-    params: list[torch.Tensor],
-    grads: list[torch.Tensor],
-    grad_avgs: list[torch.Tensor],
-    square_avgs: list[torch.Tensor],
-    *,
-    lr: float,
-    decay: float,
-    epsilon: float,
-    epsilon_inside: bool,
+    params: list, grads: list, grad_avgs: list, square_avgs: list, group: dict, epsilon_inside: bool
 ) -> None:
-    """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2): what its
-    `step` runs, and what a traced update (`torch.func` gradients) applies."""
+    """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2), with a param
+    group's lr, decay and epsilon: what its `step` runs, and the learner's update applies."""
+    lr, decay, epsilon = group["lr"], group["decay"], group["epsilon"]
     with torch.no_grad():
         if not epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps
             torch._foreach_mul_(square_avgs, decay)

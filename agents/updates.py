@@ -1,19 +1,17 @@
-"""How the learner's updates run: the batch an update takes (checked), the update in flight,
-and on CUDA its stream, page-locked staging, captured graphs and, in pipelined mode, the copy
-of the parameters that training acts with meanwhile. What an update computes is the
-learner's (`DoubleDQN.update_step`)."""
+"""How the learner's updates run: the batch an update takes (checked), its stats, and the
+update in flight, here on the CPU (on CUDA: `agents.acceleration.CudaUpdates`). What an update
+computes is the learner's (`DoubleDQN.update`)."""
 
 from __future__ import annotations
 
-import copy
+import inspect
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import torch
-
-from agents.acceleration import CapturedCall, PinnedStaging
 
 
 @dataclass(frozen=True)
@@ -114,87 +112,31 @@ def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Ten
 
 
 class SerialUpdates:
-    """Each update runs to its end when it starts (the CPU's way: Algorithm 1's order). The
-    inputs are zero-copy views of the batch's arrays."""
+    """Each update (`update`, the learner's `update_step`) runs to its end when it starts (the
+    CPU's way: Algorithm 1's order). The inputs are zero-copy views of the batch's arrays."""
 
     pipelined = False
     behaviour = None
 
-    def __init__(self, update: CapturedCall) -> None:
-        self.update = update
+    def __init__(self, update: Callable) -> None:
+        self.update = held(update)
 
     def start(self, batch, batch_size: int) -> PendingLearn:
         inputs = update_inputs(batch, lambda arrays: [torch.from_numpy(a) for a in arrays])
-        summary = self.update(*inputs).numpy()
+        summary = self.update()(*inputs).numpy()
         return PendingLearn(lambda: summary, batch_size)
 
     def wait(self) -> None:
         """Nothing is ever in flight."""
 
     def reset(self) -> None:
-        self.update.reset()
+        """Nothing is captured."""
 
 
-class CudaUpdates:
-    """Updates on a CUDA device, each on the update stream while the host goes on.
-
-    The batch's arrays go through page-locked staging into fixed device tensors; the update
-    is `update` (a graph where it checks out); its summary comes back to page-locked memory
-    behind an event. At most one update is in flight: `start` and `wait` finish it first.
-    Acting (on the current stream) waits for all of the update, or with `pipelined` only for
-    the copy of the online parameters into `behaviour` made when it started, which is what
-    training then acts with (a policy lag of one update).
-    """
-
-    def __init__(
-        self, update: CapturedCall, device: torch.device, online: torch.nn.Module, pipelined: bool
-    ) -> None:
-        self.update, self.device, self.pipelined = update, device, pipelined
-        self.online = online
-        self.behaviour = copy.deepcopy(online).requires_grad_(False) if pipelined else None
-        self.staging = PinnedStaging(device)
-        self.stream = torch.cuda.Stream(device)
-        self.summary_host = torch.empty(0, pin_memory=True)
-        self._pending: PendingLearn | None = None
-
-    def start(self, batch, batch_size: int) -> PendingLearn:
-        self.wait()  # the staging buffers are the previous update's inputs until it is done
-        inputs = update_inputs(batch, self.staging.to_device)
-        current, stream = torch.cuda.current_stream(), self.stream
-        stream.wait_stream(current)  # the inputs have been copied
-        if self.behaviour is not None:
-            with torch.cuda.stream(stream), torch.no_grad():
-                torch._foreach_copy_(
-                    list(self.behaviour.parameters()), list(self.online.parameters())
-                )
-            current.wait_stream(stream)
-        with torch.cuda.stream(stream):
-            summary = self.update(*inputs)
-            if self.summary_host.shape != summary.shape:
-                self.summary_host = torch.empty(summary.shape, pin_memory=True)
-            host = self.summary_host
-            host.copy_(summary, non_blocking=True)
-            # An eager call's summary was made on the captured call's own stream: keep its
-            # memory until this stream's copy has read it.
-            summary.record_stream(stream)
-            done = torch.cuda.Event()
-            done.record()
-        if self.behaviour is None:
-            current.wait_stream(stream)
-
-        def wait_for_summary() -> np.ndarray:
-            done.synchronize()
-            return host.numpy()
-
-        self._pending = PendingLearn(wait_for_summary, batch_size)
-        return self._pending
-
-    def wait(self) -> None:
-        """Wait for the update in flight, if any (its stats stay with its `PendingLearn`)."""
-        if self._pending is not None:
-            self._pending.result()
-            self._pending = None
-
-    def reset(self) -> None:
-        self.wait()
-        self.update.reset()
+def held(function: Callable) -> Callable[[], Callable]:
+    """A callable that returns `function`; weakly for a bound method, so that an object that
+    holds its own method this way forms no reference cycle and is freed as soon as it is
+    unreachable."""
+    if inspect.ismethod(function):
+        return weakref.WeakMethod(function)
+    return lambda: function

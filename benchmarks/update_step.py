@@ -85,7 +85,7 @@ def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
 
 
 def variants(cfg, options: list[str], num_actions: int, frame_shape: tuple) -> dict:
-    """name -> (its update, its learner: a CompiledUpdate holds its learner only weakly)."""
+    """name -> (its update, its learner)."""
     compiled_options = {"compiled": None}
     for option in options:
         key, value = option.split("=", 1)
@@ -99,8 +99,9 @@ def variants(cfg, options: list[str], num_actions: int, frame_shape: tuple) -> d
             frame_shape=frame_shape,
             batch_size=cfg.train.batch_size,
         )
-        step = learner.update_step if name == "eager" else CompiledUpdate(learner, compile_options)
-        made[name] = (step, learner)
+        if name != "eager":
+            learner.compiled_update = CompiledUpdate(DoubleDQN.update, compile_options)
+        made[name] = (learner.update_step, learner)
     return made
 
 
