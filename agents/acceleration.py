@@ -18,14 +18,12 @@ from tqdm import tqdm
 from agents.compilation import error_line
 from agents.updates import PendingLearn, held, update_inputs
 
-# How far a graph's first replay may lie from the eager call on the same inputs and state:
-# float rounding (the same kernels, perhaps summing in another order), far below what a stale
-# input, a lost update or a wrong constant changes.
+# How far a graph's first replay may lie from the eager call: float rounding, far below what a
+# stale input, a lost update or a wrong constant changes.
 GRAPH_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 
-# The names of the kinds of captured call (the update, acting) whose graph gave up in this
-# process: the others of the kind, such as the policy the evaluation worker builds for each
-# test, would most likely fail alike, and each would warn again.
+# The kinds of captured call (the update, acting) whose graph gave up in this process: the
+# others of the kind (the evaluation worker's policy of each test) would fail alike.
 GRAPHS_GIVEN_UP: set[str] = set()
 
 # (function, inputs, the stream to capture on or None) -> the replay of the recorded call.
@@ -33,17 +31,11 @@ Capture = Callable[[Callable, tuple, Any], Callable[[], torch.Tensor]]
 
 
 class PinnedStaging:
-    """Host-to-device copies of same-shaped numpy arrays into device tensors that stay put.
-
-    `to_device` copies each array into its page-locked host buffer, then starts an
-    asynchronous copy into its device buffer and returns the device buffers: the same tensor
-    objects while shapes and dtypes stay the same, so a CUDA graph can read them. An array
-    that is page-locked already (the replay gathers states into such memory) is copied to the
-    device from where it is. Invariant: a buffer, and a caller's page-locked array, is
-    overwritten only after its previous transfer finished; callers wait for the work that read
-    the previous inputs (`CudaUpdates.start` for the update in flight; the replay draws its
-    next batch only once the update of the last one is done).
-    """
+    """Host-to-device copies of numpy arrays, through page-locked host buffers (unless an array
+    is page-locked already), into device tensors that stay the same objects while shapes and
+    dtypes do, so a CUDA graph can read them. Invariant: a buffer, or a caller's page-locked
+    array, is overwritten only after its previous transfer finished (callers first wait for
+    the work that read the previous inputs)."""
 
     def __init__(self, device: torch.device, pin_memory: bool = True) -> None:
         self.device, self.pin_memory = device, pin_memory
@@ -88,22 +80,17 @@ def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Callable[[]
 
 class CapturedCall:
     """`function(*inputs)` (a tensor), replayed from a CUDA graph once the graph is known to
-    compute what the eager call computes; disabled (or on CPU), a plain call.
+    compute what the eager call computes (docs/gpu.md); disabled, a plain call.
 
-    A graph's life: `warmup` eager calls on this call's own stream (cuDNN and cuBLAS pick their
-    workspaces there, as capture requires, and graphs replaying concurrently never share one),
-    the capture there, one check (the first replay and an eager call on the same inputs, both
-    from the values of `state()`, lists of the tensors `function` changes in place, must agree
-    within GRAPH_TOLERANCE; the eager call's result is kept), then replays. A capture or first
-    replay that raises, or a failed check, prints one line (the cause, then "continuing
-    without CUDA graphs"), and every call of this `name` in the process stays eager without
-    trying or warning again (GRAPHS_GIVEN_UP).
-
-    Invariants: a graph is replayed only for the very input tensors it was captured with and
-    while `constants()` (the Python numbers `function` reads) equal their value at capture;
-    otherwise, and after `reset()`, a new warm-up and capture follow. A replay returns the
-    graph's own output, overwritten by the next replay. Bound methods are held weakly, so an
-    owner holding its CapturedCall is freed, its graph with it, as soon as it is unreachable.
+    `warmup` eager calls on this call's own stream, the capture there, then one check: the
+    first replay and an eager call, both from the values of `state()` (lists of the tensors
+    `function` changes in place), agree within GRAPH_TOLERANCE; the eager result is kept. A
+    capture that raises or a failed check prints one line and leaves every call of this
+    `name` in the process eager (GRAPHS_GIVEN_UP). Invariants: a graph is replayed only for
+    the input tensors it was captured with and while `constants()` (the Python numbers
+    `function` reads) equal their value at capture, else (and after `reset()`) it is
+    captured anew after a warm-up; a replay's output is overwritten by the next replay; bound
+    methods are held weakly, so an owner is freed, its graph with it, once unreachable.
     """
 
     def __init__(
@@ -128,9 +115,7 @@ class CapturedCall:
         self.reset()
 
     def reset(self) -> None:
-        self._replay: Callable[[], torch.Tensor] | None = None
-        self._inputs: tuple = ()
-        self._captured_constants = None
+        self._graph: tuple | None = None  # (its replay, the inputs it reads, constants())
         self.eager_calls = 0
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
@@ -138,18 +123,16 @@ class CapturedCall:
             self.enabled = False
         if not self.enabled:
             return self._function()(*inputs)
-        if self._replay is not None and not self._may_replay(inputs):
+        if self._graph is not None:
+            replay, captured_inputs, constants = self._graph
+            same_inputs = list(map(id, inputs)) == list(map(id, captured_inputs))
+            if same_inputs and self._constants()() == constants:
+                return replay()
             self.reset()
-        if self._replay is not None:
-            return self._replay()
         if self.eager_calls < self.warmup:
             self.eager_calls += 1
             return self._eager(inputs)
         return self._capture_and_check(inputs)
-
-    def _may_replay(self, inputs: tuple) -> bool:
-        same_inputs = [id(tensor) for tensor in inputs] == [id(t) for t in self._inputs]
-        return same_inputs and self._constants()() == self._captured_constants
 
     def _capture_and_check(self, inputs: tuple) -> torch.Tensor:
         state = [tensor for tensors in self._state()() for tensor in tensors]
@@ -167,8 +150,7 @@ class CapturedCall:
         if difference is not None:
             self._give_up(f"its first replay differs from the eager call by up to {difference:g}")
             return output
-        self._replay, self._inputs = replay, inputs
-        self._captured_constants = self._constants()()
+        self._graph = (replay, inputs, self._constants()())
         return output
 
     def _give_up(self, cause: str) -> None:
@@ -181,8 +163,7 @@ class CapturedCall:
         )
 
     def _eager(self, inputs: tuple) -> torch.Tensor:
-        """The eager call on this call's own stream, after the caller's work so far and before
-        the caller's next."""
+        """On this call's own stream, after the caller's work so far and before its next."""
         if self._stream is None:
             return self._function()(*inputs)
         current = torch.cuda.current_stream(self.device)
@@ -231,15 +212,12 @@ def captured_update(learner, enabled: bool, capture: Capture = capture_cuda_grap
 
 
 class CudaUpdates:
-    """The CUDA learner's updates, each on the update stream while the host goes on.
-
-    The batch's arrays go through page-locked staging into fixed device tensors; the update
-    is `captured_update`'s; its summary comes back to page-locked memory behind an event. At
-    most one update is in flight: `start` and `wait` finish it first. Acting (on the current
-    stream) waits for all of the update, or with `pipelined` only for the copy of the online
-    parameters into `behaviour` made when it started, which is what training then acts with
-    (a policy lag of one update).
-    """
+    """The CUDA learner's updates (`captured_update`), each on the update stream while the host
+    goes on, from staged inputs, their summary back in page-locked memory behind an event. At
+    most one is in flight: `start` and `wait` finish it first. Acting (on the current stream)
+    waits for all of the update, or with `pipelined` only for the copy of the online
+    parameters into `behaviour` made when it started, which training then acts with (a policy
+    lag of one update)."""
 
     def __init__(self, learner, graphs: bool, pipelined: bool) -> None:
         self.update, self.pipelined = captured_update(learner, graphs), pipelined
@@ -256,10 +234,9 @@ class CudaUpdates:
         current, stream = torch.cuda.current_stream(), self.stream
         stream.wait_stream(current)  # the inputs have been copied
         if self.behaviour is not None:
+            behaviour, online = list(self.behaviour.parameters()), list(self.online.parameters())
             with torch.cuda.stream(stream), torch.no_grad():
-                torch._foreach_copy_(
-                    list(self.behaviour.parameters()), list(self.online.parameters())
-                )
+                torch._foreach_copy_(behaviour, online)
             current.wait_stream(stream)
         with torch.cuda.stream(stream):
             summary = self.update(*inputs)
@@ -295,9 +272,7 @@ class CudaUpdates:
 
 class GreedyActions:
     """argmax_a Q(state, a) of one network on a CUDA device, one state at a time, without a
-    per-call allocation or a pageable copy: the state goes through `PinnedStaging`, the
-    forward pass is a `CapturedCall` (a graph when `graphs` and it checks out), and the action
-    comes back through a page-locked scalar."""
+    per-call allocation or a pageable copy; the forward pass is a `CapturedCall`."""
 
     def __init__(self, network: torch.nn.Module, device: torch.device, graphs: bool) -> None:
         self.network = network

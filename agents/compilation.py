@@ -18,14 +18,11 @@ COMPILE_OPTIONS = {"cpp_wrapper": True}
 
 class CompiledUpdate:
     """`update` (`DoubleDQN.update`, the learner its first argument) compiled, with its
-    arguments and result.
-
-    Compiling happens at the first call, before anything runs: if it fails (no C++ compiler,
-    an operation the compiler does not support), this prints one line (the cause, then
-    "continuing without torch.compile"), keeps the cause in `failure` (a training run records
-    it: `training.run_record`) and calls `update` itself from then on, which starts from the
-    same parameters and statistics. `options` (Inductor's, as torch.compile's) replace
-    COMPILE_OPTIONS' where given: for benchmarks/update_step.py."""
+    arguments and result. Compiling happens at the first call, before anything runs; if it
+    fails (no C++ compiler, an unsupported operation), this prints one line, keeps the cause
+    in `failure` (a training run records it) and calls `update` itself from then on, from the
+    same parameters and statistics. `options` (Inductor's) replace COMPILE_OPTIONS' where
+    given (benchmarks/update_step.py)."""
 
     def __init__(self, update: Callable, options: dict | None = None) -> None:
         self.update = update
@@ -36,9 +33,8 @@ class CompiledUpdate:
     def __call__(self, *arguments) -> torch.Tensor:
         if self.failure is None:
             try:
-                # Dynamo traces the update's `torch.autograd.grad` into the graph only when
-                # asked (it breaks the graph there by default); the graph is then the one
-                # `torch.func.grad` would give, and so are its results, bit for bit.
+                # Dynamo traces `torch.autograd.grad` into the graph only when asked (it breaks
+                # the graph there by default): the graph `torch.func.grad` gives, bit for bit.
                 with torch._dynamo.config.patch(trace_autograd_ops=True):
                     return self._compiled(*arguments)
             except Exception as error:  # noqa: BLE001 - any failure of the compiler

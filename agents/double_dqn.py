@@ -1,7 +1,6 @@
 """The learner: online and target networks and their optimizer (never the replay or the env),
-the TD target (Double DQN's, the paper's, or DQN's), the loss, and the update: one function,
-run as it is, compiled (`agents.compilation`) or captured in CUDA graphs (`agents.acceleration`,
-which only a CUDA learner imports). It acts through an ε-greedy policy (`agents.policy`)."""
+the TD target (Double DQN's, the paper's, or DQN's), the loss, and the update: one function, run
+as it is, compiled (`agents.compilation`) or captured in CUDA graphs (`agents.acceleration`)."""
 
 from __future__ import annotations
 
@@ -25,16 +24,13 @@ class DoubleDQN:
     """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
     parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
 
-    `agent` holds the agent's settings (`AgentSettings`, checked where they were read);
-    `batch_size` is the loop's `train.batch_size`, which sets the optimizer's ε, and
-    `frame_shape` the env's frames, which the network takes `history_length` of. `rng` is the
-    only source of randomness: it seeds the network initialisation and draws exploratory
-    actions. The target network only changes through `sync_target` (or `load_state_dict`).
-
-    `policy` is how training acts (with `rng`); `updates` runs the updates: at once on CPU
-    (`SerialUpdates`), on CUDA on a stream of their own (`agents.acceleration.CudaUpdates`).
-    At most one update is in flight (`start_learning`); every other method waits for it
-    first, so none ever sees half-updated parameters.
+    `agent` holds the checked settings; `batch_size` (`train.batch_size`) sets the optimizer's
+    ε; the network takes `history_length` of the env's frames of `frame_shape`. `rng` is the
+    only source of randomness: the initial weights and the exploratory actions of `policy`,
+    how training acts. The target network only changes through `sync_target` (or
+    `load_state_dict`). `updates` runs the updates: at once on CPU (`SerialUpdates`), on CUDA
+    on a stream of their own (`agents.acceleration.CudaUpdates`); at most one is in flight
+    (`start_learning`), and every other method waits for it first.
     """
 
     def __init__(
@@ -62,14 +58,12 @@ class DoubleDQN:
         # touching torch's global generator state.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.integers(2**63)))
-            self.online = build_network(self.network, num_actions, self.history_length, frame_shape)
-            self.target = build_network(self.network, num_actions, self.history_length, frame_shape)
-        self.online.to(self.device)
-        self.target.to(self.device)
-        self.target.requires_grad_(False)
-        self.target.load_state_dict(self.online.state_dict())
+            dimensions = (num_actions, self.history_length, frame_shape)
+            self.online = build_network(self.network, *dimensions).to(self.device)
+            self.target = build_network(self.network, *dimensions).to(self.device)
+        self.target.requires_grad_(False).load_state_dict(self.online.state_dict())
         self.optimizer = _optimizer(self.online, agent, batch_size)
-        self.single_forward = cuda  # see _online_q
+        self.single_forward = cuda  # see _td_errors
         self.cuda_graphs = agent.cuda_graphs
         if agent.torch_compile and compute_parameter_change_norms:
             raise ValueError(
@@ -123,9 +117,8 @@ class DoubleDQN:
         self.updates.wait()
 
     def update_step(self, all_states, actions, rewards, terminals, weights) -> torch.Tensor:
-        """`update` (compiled with `agent.torch_compile`) of the online parameters and the
-        optimizer's statistics, on device tensors in `Batch`'s order (states as one (2B, ...)
-        tensor): what an update runs, or what a CUDA graph captures."""
+        """`update` (compiled with `agent.torch_compile`) of the online parameters and their
+        statistics, on device tensors in `Batch`'s order, states as one (2B, ...) tensor."""
         update = self.compiled_update or type(self).update
         return update(self, *self.update_state(), all_states, actions, rewards, terminals, weights)
 
@@ -135,40 +128,27 @@ class DoubleDQN:
         return (params, *self.optimizer.statistics(params))
 
     def update_constants(self) -> tuple:
-        """The numbers an update reads as Python values: what a captured or compiled update
-        bakes in."""
+        """The numbers an update reads as Python values, which a captured update bakes in."""
+        rule = (self.target_rule, self.discount, self.td_error_clip, self.single_forward)
         groups = self.optimizer.param_groups
-        return (
-            self.target_rule,
-            self.discount,
-            self.td_error_clip,
-            self.single_forward,
-            self.compute_parameter_change_norms,
-            self.optimizer.epsilon_inside,
-            *((group["lr"], group["decay"], group["epsilon"]) for group in groups),
-        )
+        steps = [(group["lr"], group["decay"], group["epsilon"]) for group in groups]
+        return (*rule, self.compute_parameter_change_norms, self.optimizer.epsilon_inside, *steps)
 
     def update(
         self, params, grad_avgs, square_avgs, all_states, actions, rewards, terminals, weights
     ) -> torch.Tensor:
-        """One optimizer step on the weighted Huber loss of the TD errors, as a function of
-        tensors that synchronizes with the host nowhere (for CUDA graphs and torch.compile):
-        `params` (the online parameters, in order) and their g and g2 change in place, nothing
-        else. Returns [TD errors, loss, mean Q, parameter-change norms if computed].
-
-        `torch.autograd.grad` gives `backward`'s gradients bit for bit, with a fraction of
-        `torch.func.grad`'s cost per operation; compiled, it gives torch.func's graph."""
+        """One optimizer step on the weighted Huber loss of the TD errors, a function of tensors
+        that synchronizes with the host nowhere (for CUDA graphs and torch.compile): `params`
+        (the online parameters, in order) and their g and g2 change in place, nothing else.
+        Returns [TD errors, loss, mean Q, parameter-change norms if computed]. Gradients by
+        `torch.autograd.grad`: `backward`'s bit for bit, at less cost than `torch.func`'s."""
         td_errors, q_taken, targets = self._td_errors(all_states, actions, rewards, terminals)
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
         gradients = list(torch.autograd.grad(loss, params))
         norms = []
         if self.compute_parameter_change_norms:  # at θ and the statistics before the step
-            states, clip = all_states[: actions.shape[0]], self.td_error_clip
-            norms.append(
-                parameter_change_norms(
-                    self.online, self.optimizer, states, actions, targets, weights, clip
-                )
-            )
+            batch = (all_states[: actions.shape[0]], actions, targets, weights, self.td_error_clip)
+            norms = [parameter_change_norms(self.online, self.optimizer, *batch)]
         group, inside = self.optimizer.param_groups[0], self.optimizer.epsilon_inside
         centered_rmsprop(params, gradients, grad_avgs, square_avgs, group, inside)
         with torch.no_grad():
@@ -190,10 +170,8 @@ class DoubleDQN:
                 targets = dqn_targets(self.target(next_states), rewards, terminals, self.discount)
             else:
                 next_q_online = q_values[batch_size:] if joint else self.online(next_states)
-                next_q_target = self.target(next_states)
-                targets = double_q_targets(
-                    next_q_online, next_q_target, rewards, terminals, self.discount
-                )
+                next_q = (next_q_online, self.target(next_states))
+                targets = double_q_targets(*next_q, rewards, terminals, self.discount)
         return targets - q_taken, q_taken, targets
 
     def step_profile(self) -> dict[str, float]:

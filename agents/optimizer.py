@@ -21,16 +21,12 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
     torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, a
     different update for any epsilon > 0; `epsilon_inside=False` is that rule, with torch's
-    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero. The
-    learner passes its checked settings (`agents.settings.AgentSettings`: lr > 0, decay in
-    [0, 1), epsilon > 0); nothing here checks them again.
-
-    A step is eight `torch._foreach_*` calls over all parameters with a gradient (multi-tensor
-    kernels on CUDA, instead of eight kernels per parameter). They apply the operations in the
-    order of a per-parameter loop, and on CPU foreach ops run the same per-tensor kernels, so
-    CPU results are bit-identical to that loop. For CUDA graph capture, `step` syncs with
-    the host nowhere, branches only on which parameters have a gradient, and allocates no
-    state: g and g2 exist from construction (and after `load_state_dict`) on.
+    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero and
+    exist from construction (and `load_state_dict`) on. The settings come checked
+    (`agents.settings.AgentSettings`). A step (`centered_rmsprop`) is eight `torch._foreach_*`
+    calls over all parameters with a gradient (multi-tensor kernels on CUDA), in a
+    per-parameter loop's order (on CPU bit-identical to that loop), syncing with the host
+    nowhere (for CUDA graph capture).
     """
 
     def __init__(
@@ -85,11 +81,10 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step_profile(self) -> dict[str, float]:
-        """How large its steps are now, from g and g2 (for the learning curves): `mean_step`,
-        the mean over parameters of lr·|g| / divisor, the step a gradient equal to its running
-        mean g would take; `epsilon_dominated`, the fraction of parameters whose divisor ε
-        dominates (ε > g2 − g² inside the square root, ε > √(g2 − g²) outside), where a step
-        is lr·gradient / √ε (or / ε) whatever the gradients' spread."""
+        """How large its steps are now, from g and g2: `mean_step`, the mean over parameters of
+        lr·|g| / divisor (a gradient equal to its running mean g's step); `epsilon_dominated`,
+        the fraction of parameters whose divisor ε dominates (ε > g2 − g² inside the square
+        root, ε > √(g2 − g²) outside), where a step is lr·gradient / √ε (or / ε)."""
         step_sum, dominated, count = 0.0, 0, 0
         for group in self.param_groups:
             grad_avgs, square_avgs = self.statistics(group["params"])

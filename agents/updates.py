@@ -1,6 +1,5 @@
 """How the learner's updates run: the batch an update takes (checked), its stats, and the
-update in flight, here on the CPU (on CUDA: `agents.acceleration.CudaUpdates`). What an update
-computes is the learner's (`DoubleDQN.update`)."""
+update in flight, on the CPU (on CUDA: `agents.acceleration.CudaUpdates`)."""
 
 from __future__ import annotations
 
@@ -16,11 +15,10 @@ import torch
 
 @dataclass(frozen=True)
 class LearnStats:
-    """td_errors: float32 (B,) RAW unclipped delta = y - Q_online(S, A), computed before the
-    update (the replay clips it and turns it into priorities). loss: the minimized weighted
-    Huber loss. mean_q: mean over the batch of Q_online(S, A) before the update.
-    parameter_change_norms: float32 (B,) of `agents.per_sample.parameter_change_norms` for
-    this update, or None unless the agent was asked for them."""
+    """td_errors: float32 (B,) RAW unclipped δ = y - Q_online(S, A) before the update (the
+    replay clips it into priorities). loss: the minimized weighted Huber loss. mean_q: the
+    batch's mean Q_online(S, A) before the update. parameter_change_norms: float32 (B,)
+    (`agents.per_sample`), or None unless the agent was asked for them."""
 
     td_errors: np.ndarray
     loss: float
@@ -29,10 +27,9 @@ class LearnStats:
 
 
 class PendingLearn:
-    """An update that has been started. `result()` waits for it and returns its stats; later
-    calls return the same stats. `wait_for_summary` returns the host copy of the update's
-    summary (B TD errors, the loss, the mean Q, then B parameter-change norms when the agent
-    computes them); it is called at most once."""
+    """An update that has been started. `result()` waits for it and returns its stats, the
+    same at every call. `wait_for_summary`, called at most once, returns the host copy of the
+    update's summary (`DoubleDQN.update`'s)."""
 
     def __init__(self, wait_for_summary: Callable[[], np.ndarray], batch_size: int) -> None:
         self._wait_for_summary, self._batch_size = wait_for_summary, batch_size
@@ -59,13 +56,10 @@ class PendingLearn:
 
 
 class Batch(Protocol):
-    """What `learn` reads (the replay's batch). B = len(actions).
-
-    all_states: uint8 (2B, history, *frame_shape); rows [:B] are S_j, rows [B:] are S_{j+1}.
-    actions: int64 (B,). rewards: float32 (B,), already clipped. terminals: float32 (B,),
-    1.0 where the target must not bootstrap. weights: float32 (B,) importance weights.
-    The replay reuses these arrays between calls, so the agent keeps no reference to them.
-    """
+    """What `learn` reads (the replay's batch; dtypes and shapes: `check_batch`): all_states
+    rows [:B] are S_j, rows [B:] S_{j+1}; rewards already clipped; terminals 1.0 where the
+    target must not bootstrap; weights the importance weights. The replay reuses these
+    arrays between calls, so the agent keeps no reference to them."""
 
     all_states: np.ndarray
     actions: np.ndarray
@@ -75,9 +69,8 @@ class Batch(Protocol):
 
 
 def check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device) -> int:
-    """Validate dtypes and shapes (cheap, and a wrong dtype would otherwise fail deep inside
-    torch or silently promote); returns the batch size B. `all_states` may be a uint8 tensor
-    on `device` instead of an array."""
+    """Validate dtypes and shapes (a wrong dtype would otherwise fail deep inside torch or
+    silently promote); returns B. `all_states` may be a uint8 tensor on `device`."""
     batch_size = batch.actions.shape[0]
     expected = {
         "all_states": (np.uint8, (2 * batch_size, *state_shape)),
@@ -102,9 +95,8 @@ def check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device
 
 
 def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Tensor]]) -> list:
-    """The update's arguments (states, actions, rewards, terminals, weights) from a checked
-    batch: its numpy arrays through one `to_tensors` call; states that a replay on the
-    learner's device handed over as a tensor there, as they are."""
+    """The update's arguments from a checked batch: its numpy arrays through one `to_tensors`
+    call; states that a replay on the learner's device handed over as a tensor, as they are."""
     arrays = [batch.actions, batch.rewards, batch.terminals, batch.weights]
     if isinstance(batch.all_states, np.ndarray):
         return to_tensors([batch.all_states, *arrays])
@@ -112,8 +104,8 @@ def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Ten
 
 
 class SerialUpdates:
-    """Each update (`update`, the learner's `update_step`) runs to its end when it starts (the
-    CPU's way: Algorithm 1's order). The inputs are zero-copy views of the batch's arrays."""
+    """Each update (the learner's `update_step`) runs to its end when it starts (the CPU's
+    way: Algorithm 1's order), on zero-copy views of the batch's arrays."""
 
     pipelined = False
     behaviour = None
@@ -135,8 +127,7 @@ class SerialUpdates:
 
 def held(function: Callable) -> Callable[[], Callable]:
     """A callable that returns `function`; weakly for a bound method, so that an object that
-    holds its own method this way forms no reference cycle and is freed as soon as it is
-    unreachable."""
+    holds its own method this way is freed as soon as it is unreachable."""
     if inspect.ismethod(function):
         return weakref.WeakMethod(function)
     return lambda: function
