@@ -25,18 +25,20 @@ class CompiledUpdate:
     given (benchmarks/update_step.py)."""
 
     def __init__(self, update: Callable, options: dict | None = None) -> None:
-        self.update = update
-        options = COMPILE_OPTIONS | (options or {})
-        self._compiled = torch.compile(update, dynamic=False, options=options)
+        self.update, self.options = update, COMPILE_OPTIONS | (options or {})
+        self._compiled: Callable | None = None
         self.failure: str | None = None  # why compiling failed, once it has
 
     def __call__(self, *arguments) -> torch.Tensor:
         if self.failure is None:
             try:
-                # Dynamo traces `torch.autograd.grad` into the graph only when asked (it breaks
-                # the graph there by default): the graph `torch.func.grad` gives, bit for bit.
-                with torch._dynamo.config.patch(trace_autograd_ops=True):
-                    return self._compiled(*arguments)
+                if self._compiled is None:
+                    # Dynamo traces `torch.autograd.grad` into the graph only when asked (by
+                    # default it breaks the graph there), process-wide: then the graph is the
+                    # one `torch.func.grad` gives, bit for bit.
+                    torch._dynamo.config.trace_autograd_ops = True
+                    self._compiled = torch.compile(self.update, dynamic=False, options=self.options)
+                return self._compiled(*arguments)
             except Exception as error:  # noqa: BLE001 - any failure of the compiler
                 self.failure = error_line(error)
                 tqdm.write(  # above a training run's progress bar, not on its line

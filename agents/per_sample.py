@@ -18,7 +18,6 @@ def parameter_change_norms(
     targets: torch.Tensor,
     weights: torch.Tensor,
     td_error_clip: float,
-    chunk_size: int | None = None,
 ) -> torch.Tensor:
     """How far each transition alone moves the network in the update the optimizer is about
     to make (the patent's "norm of the induced weight change"), on the scale of |δ| (B,).
@@ -38,7 +37,7 @@ def parameter_change_norms(
 
     Under uniform replay (every w = 1) the shares Δθ_i sum to exactly the step taken. Per-sample
     gradients of Q come from `torch.func.vmap(grad(...))`: B copies of the gradient, 4·B·P
-    bytes for P parameters (`chunk_size` bounds how many `vmap` makes at once).
+    bytes for P parameters.
     """
     params = {name: param.detach() for name, param in network.named_parameters()}
     buffers = {name: buffer.detach() for name, buffer in network.named_buffers()}
@@ -48,9 +47,8 @@ def parameter_change_norms(
         q_action = q.gather(0, action.unsqueeze(0))[0]
         return q_action, q_action
 
-    q_gradients, q_values = vmap(
-        grad(q_taken, has_aux=True), in_dims=(None, 0, 0), chunk_size=chunk_size
-    )(params, states, actions)
+    per_sample = vmap(grad(q_taken, has_aux=True), in_dims=(None, 0, 0))
+    q_gradients, q_values = per_sample(params, states, actions)
     clipped_errors = (targets - q_values).clamp(-td_error_clip, td_error_clip)
     # ḡ = (1/B) Σ w_j g_j with g_j = −clip(δ_j) ∇Q_j.
     batch_coefficients = -(weights * clipped_errors) / len(actions)
