@@ -62,6 +62,7 @@ from reporting.score_table import (
     game_rows,
     normalizes,
     paper_note,
+    report_files,
     summaries,
     table_title,
     write_report,
@@ -80,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except ReportNotWritten as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
+
+
+class ReportNotWritten(RuntimeError):
+    """The evaluation ran, and its report could not be written (a disk that filled since)."""
 
 
 def read_command_line(argv: list[str]) -> tuple[Path, dict]:
@@ -148,7 +156,7 @@ def run(path: Path, options: dict) -> None:
     output = (
         Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
     )
-    reason = unwritable_reason(output)
+    reason = unwritable_reason(output, report_bytes(protocol, specs, options))
     if reason is not None:  # found now, not after the whole evaluation
         raise ValueError(f"output={output} cannot be used: {reason}")
     streams = np.random.SeedSequence(options["seed"]).spawn(len(specs))
@@ -165,8 +173,26 @@ def run(path: Path, options: dict) -> None:
         scores, rows, protocol, reps=options["bootstrap_reps"], seed=options["seed"]
     )
     print(format_table(header, rows, summary))
-    for written in write_report(output, protocol, header, scores, rows, summary):
-        print(f"wrote {written}")
+    try:
+        written = write_report(output, protocol, header, scores, rows, summary)
+    except OSError as error:
+        json_path, csv_path = report_files(output, protocol.name)
+        raise ReportNotWritten(
+            f"could not write {json_path} and {csv_path.name}: {error.strerror}; neither was "
+            "written (make room, or give output= on another disk, and evaluate again)"
+        ) from None
+    for report in written:
+        print(f"wrote {report}")
+
+
+# About the most a report takes: each run's fields, and each episode's score and start frame
+# in the JSON; a protocol that plays each start point once is taken to have the paper's 100.
+RUN_REPORT_BYTES, EPISODE_REPORT_BYTES, START_POINTS = 4096, 64, 100
+
+
+def report_bytes(protocol: Protocol, specs: list[RunSpec], options: dict) -> int:
+    episodes = options["episodes"] or protocol.budget or START_POINTS
+    return len(specs) * (RUN_REPORT_BYTES + episodes * EPISODE_REPORT_BYTES)
 
 
 def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:

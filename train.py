@@ -8,6 +8,7 @@
 This file validates the config and builds the components; `training.loop` runs them.
 """
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ from launch.run_config import (
     record_start,
     remove_created_directories,
     run_config,
+    shell_override,
 )
 from launch.run_guard import (
     RunDirectoryError,
@@ -121,15 +123,10 @@ OmegaConf.register_new_resolver("run_name", run_name)
 
 
 def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
-    """Lock the run directory, settle and check the config, read the checkpoint to resume
-    from and check the config against it; bad input ends here with one line and status 2,
-    before anything is allocated. Returns (the config, the checkpoints, the checkpoint to
-    resume from or None, the run's record), or None for a finished run (said on stderr;
-    nothing changes)."""
-    try:
-        lock_run_directory(run_dir)
-    except RunDirectoryError as error:
-        _fail(error, 2)  # another process owns the directory: leave it alone
+    """Settle and check the config, read the checkpoint to resume from and check the config
+    against it; bad input ends here with one line and status 2, before anything is
+    allocated. Returns (the config, the checkpoints, the checkpoint to resume from or None,
+    the run's record), or None for a finished run (said on stderr; nothing changes)."""
     try:
         cfg = run_config(cfg)
         run, done = check_run(cfg, run_dir, HydraConfig.get().runtime.choices.get("replay"))
@@ -143,22 +140,35 @@ def prepare(cfg: DictConfig, run_dir: Path) -> tuple | None:
     except (ValueError, CheckpointError) as error:
         remove_created_directories(run_dir)
         _fail(error, 2)
-    if done:  # its checkpoint is sound, and resuming would only rewrite its results
-        say(f"run {run_dir} is finished: nothing to do")
+    if done:  # resuming would only rewrite its results
+        say(finished_line(run_dir, checkpoints))
         return None
     for note in notes:
         say(note)
     return cfg, run, checkpoints, checkpoint, record
 
 
+def finished_line(run_dir: Path, checkpoints: CheckpointStore) -> str:
+    """The line of a finished run's command. Its end keeps its last checkpoint alone
+    (`Training._finish`); one stopped before it could is completed where the disk can be
+    written, and a read-only one is left as it is."""
+    if os.access(checkpoints.directory, os.W_OK) and checkpoints.keep_latest_only():
+        return (
+            f"run {run_dir} is finished: removed the checkpoints before its last, which its "
+            "interrupted end left; nothing else to do"
+        )
+    return f"run {run_dir} is finished: nothing to do"
+
+
 def resume_command(run_dir: Path, hydra: DictConfig) -> str:
     """How to continue a stopped run. A sweep's job: the sweep's command again, in the same
     sweep directory, which resumes every unfinished job (the finished ones say so and change
     nothing); not a train.py of its own, which would run where the sweep was started (on a
-    cluster, its login node)."""
+    cluster, its login node). Pasted into a shell, it names the directory whatever its name
+    (`shell_override`)."""
     if hydra.mode == RunMode.MULTIRUN:
-        return f"the sweep's command with hydra.sweep.dir={hydra.sweep.dir}"
-    return f"python train.py resume={run_dir}"
+        return f"the sweep's command with {shell_override('hydra.sweep.dir', hydra.sweep.dir)}"
+    return f"python train.py {shell_override('resume', run_dir)}"
 
 
 def write_failure(error: OSError, step: int, run_dir: Path, checkpoints: CheckpointStore) -> str:
@@ -195,6 +205,18 @@ register_defaults()
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        lock = lock_run_directory(run_dir)
+    except RunDirectoryError as error:
+        _fail(error, 2)  # another process owns the directory: leave it alone
+    try:
+        run_in_directory(cfg, run_dir)
+    finally:  # however the job ends: a sweep's worker goes on to its next job
+        os.close(lock)
+
+
+def run_in_directory(cfg: DictConfig, run_dir: Path) -> None:
+    """The job in its locked run directory: a run started, resumed, or found finished."""
     prepared = prepare(cfg, run_dir)
     if prepared is None:  # returning, not exiting: a sweep goes on with its next job
         return

@@ -2,11 +2,8 @@
 temporary name, fsynced and renamed onto its own, and the directory is fsynced so the rename
 itself survives a power cut."""
 
-import io
 import os
 from pathlib import Path
-
-import torch
 
 CHUNK_BYTES = 64 << 20
 
@@ -34,29 +31,26 @@ def write_all(descriptor: int, data, offset: int | None = None) -> None:
 
 def write_atomically(path: Path, data) -> None:
     """Write the bytes `data` to a temporary file, fsync it and rename it onto `path`."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
+    write_files_atomically({Path(path): data})
+
+
+def write_files_atomically(files: dict[Path, object]) -> None:
+    """Write each file's bytes (`files`: path -> data) as `write_atomically` does, all of them
+    to their temporary files before the first is renamed: a write that fails (a full disk)
+    leaves every path as it was."""
+    temporaries = {path: path.with_name(f".{path.name}.tmp") for path in files}
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            write_all(descriptor, data)
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, path)
+        for path, temporary in temporaries.items():
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                write_all(descriptor, files[path])
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        for path, temporary in temporaries.items():
+            os.replace(temporary, path)
     finally:
-        temporary.unlink(missing_ok=True)
-    fsync_directory(path.parent)
-
-
-def torch_bytes(payload) -> memoryview:
-    """`payload` as `torch.save` writes it, in memory: serializing before any file changes
-    keeps a full disk from leaving an opaque half-written torch file."""
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    return buffer.getbuffer()
-
-
-def save_atomically(path: Path, payload) -> None:
-    """`torch.save` that a crash can never leave half-written."""
-    write_atomically(path, torch_bytes(payload))
+        for temporary in temporaries.values():
+            temporary.unlink(missing_ok=True)
+    for directory in {path.parent for path in files}:
+        fsync_directory(directory)

@@ -3,8 +3,12 @@ output location and the memory the work needs are checked before any work starts
 
 import argparse
 import os
+import resource
+import shutil
 import sys
 from pathlib import Path
+
+PROC, CGROUPS = Path("/proc"), Path("/sys/fs/cgroup")
 
 
 def say(line: str) -> None:
@@ -21,8 +25,9 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
-def unwritable_reason(directory: Path) -> str | None:
-    """Why `directory` cannot be created or written into, or None if it can."""
+def unwritable_reason(directory: Path, needed: int = 0) -> str | None:
+    """Why `directory` cannot be created or written into, or hold `needed` bytes more (its
+    disk has less free), or None if it can."""
     if directory.exists() and not directory.is_dir():
         return f"{directory} is a file, not a directory"
     ancestor = directory.absolute()
@@ -32,17 +37,98 @@ def unwritable_reason(directory: Path) -> str | None:
         return f"{ancestor} is a file, so {directory} cannot be created"
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"{ancestor} is not writable"
+    free = shutil.disk_usage(ancestor).free
+    if free < needed:
+        return f"the disk of {ancestor} has {free:,} bytes free, and about {needed:,} are needed"
     return None
 
 
 def available_memory_bytes() -> int:
-    """Memory the system can give this process without swapping (Linux: MemAvailable)."""
+    """Memory this process can still be given without swapping (`available_memory`)."""
+    return available_memory()[0]
+
+
+def available_memory(proc: Path = PROC, cgroups: Path = CGROUPS) -> tuple[int, str]:
+    """The memory this process can still be given without swapping, and the limit that
+    sets it ("" for the machine's own): the smallest of the memory the machine has available
+    (MemAvailable), what its address-space limit leaves (`ulimit -v`), and what each memory
+    cgroup it lies in leaves under its limit (SLURM's `--mem`, a container's; cgroup v2's
+    memory.max, v1's memory.limit_in_bytes, and those of the cgroups above it)."""
     try:
-        with open("/proc/meminfo") as meminfo:
-            fields = dict(line.split(":", 1) for line in meminfo)
-        return int(fields["MemAvailable"].split()[0]) * 1024
+        machine = _kernel_bytes(proc / "meminfo", "MemAvailable")
     except (OSError, KeyError, ValueError):
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        machine = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    limits = [(machine, ""), *_address_space_left(proc), *_cgroups_left(proc, cgroups)]
+    return min(limits, key=lambda limit: limit[0])
+
+
+def _kernel_bytes(path: Path, key: str) -> int:
+    """The bytes of a `key:  N kB` line of /proc's meminfo or status."""
+    fields = dict(line.split(":", 1) for line in path.read_text().splitlines())
+    return int(fields[key].split()[0]) * 1024
+
+
+def _gigabytes(count: int) -> str:
+    return f"{count / 1e9:.1f} GB"
+
+
+def _address_space_left(proc: Path) -> list[tuple[int, str]]:
+    """What `ulimit -v` (RLIMIT_AS) leaves beyond what this process has mapped already."""
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return []
+    try:
+        mapped = _kernel_bytes(proc / "self/status", "VmSize")
+    except (OSError, KeyError, ValueError):
+        mapped = 0
+    why = f" under this process's address-space limit (ulimit -v: {_gigabytes(limit)})"
+    return [(max(0, limit - mapped), why)]
+
+
+# A memory cgroup's files (the limit, the usage, and memory.stat's page cache it can reclaim)
+# and where each version's hierarchy is mounted below CGROUPS.
+CGROUP_FILES = {
+    2: ("", ("memory.max", "memory.current", "inactive_file")),
+    1: ("memory", ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")),
+}
+
+
+def _cgroups_left(proc: Path, cgroups: Path) -> list[tuple[int, str]]:
+    """What this process's memory cgroup, and each one above it, leaves under its limit.
+    A cgroup's path that does not exist below the mount (a container's without a namespace
+    of its own) is passed over up to the mount, which is the container's own cgroup."""
+    try:
+        lines = (proc / "self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        version = 2 if controllers == "" else 1 if "memory" in controllers.split(",") else None
+        if version is None:
+            continue
+        mount, names = CGROUP_FILES[version]
+        mount = cgroups / mount
+        directory = mount / path.lstrip("/")
+        levels = [directory, *(d for d in directory.parents if d.is_relative_to(mount))]
+        found += filter(None, (_cgroup_left(level, *names) for level in levels))
+    return found
+
+
+def _cgroup_left(directory: Path, limit_file: str, usage_file: str, reclaimable: str):
+    """(what the cgroup at `directory` leaves under its limit, the limit), or None where it
+    has none ("max") or is not there."""
+    try:
+        limit = int((directory / limit_file).read_text())
+        usage = int((directory / usage_file).read_text())
+        stat = dict(line.split() for line in (directory / "memory.stat").read_text().splitlines())
+        cache = int(stat.get(reclaimable, 0))
+    except (OSError, ValueError):
+        return None
+    why = (
+        f" under this process's memory cgroup limit ({_gigabytes(limit)}: {directory / limit_file})"
+    )
+    return max(0, limit - usage + cache), why
 
 
 def output_directory(text: str) -> Path:

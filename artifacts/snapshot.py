@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from agents.double_dqn import DoubleDQN
-from artifacts.atomic import save_atomically
 from artifacts.header import Header
+from artifacts.tensor_tree import save_atomically
 from artifacts.upgrade import upgrade_snapshot
 
 SNAPSHOT = Header("per-atari-agent", 1, "agent snapshot")

@@ -1,8 +1,14 @@
 """A run's state as `torch.save` can store and `torch.load(weights_only=True)` can read: nested
-dicts and lists of tensors and plain values, with numpy arrays and bytes tagged as tensors."""
+dicts and lists of tensors and plain values, with numpy arrays and bytes tagged as tensors; and
+`torch.save` that a crash can never leave half-written."""
+
+import io
+from pathlib import Path
 
 import numpy as np
 import torch
+
+from artifacts.atomic import write_atomically
 
 _PLAIN = (bool, int, float, str, type(None))
 
@@ -37,3 +43,16 @@ def to_numpy(value):
     if isinstance(value, list):
         return [to_numpy(item) for item in value]
     return value
+
+
+def torch_bytes(payload) -> memoryview:
+    """`payload` as `torch.save` writes it, in memory: serializing before any file changes
+    keeps a full disk from leaving an opaque half-written torch file."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return buffer.getbuffer()
+
+
+def save_atomically(path: Path, payload) -> None:
+    """`torch.save` that a crash can never leave half-written (`write_atomically`)."""
+    write_atomically(path, torch_bytes(payload))

@@ -34,7 +34,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-# The project runs from its checkout (README, "Running from the checkout").
+# The project runs from its checkout (docs/checkout.md).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agents.double_dqn import DoubleDQN  # noqa: E402

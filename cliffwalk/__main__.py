@@ -38,10 +38,9 @@ from cliffwalk.experiment import (
     read_results,
     result_order,
     run_grid,
-    summarize,
     write_results,
 )
-from cliffwalk.plots import markdown_table, plot_figure
+from cliffwalk.plots import markdown_table, plot_figure, summarize
 from cliffwalk.strategies import ReplaySettings
 from cliffwalk.streaming import STREAMING, StreamSettings
 

@@ -1,4 +1,5 @@
-"""Runs a Blind Cliffwalk grid (variants × n × seeds), in parallel, and summarizes it.
+"""Runs a Blind Cliffwalk grid (variants × n × seeds), in parallel (`cliffwalk.plots` summarizes
+it).
 
 A variant is a representation (tabular or linear) and a replay strategy. For one seed and one
 n every variant sees the same memory order and the same initial θ (common random numbers:
@@ -21,10 +22,8 @@ import numpy as np
 from cliffwalk.env import exhaustive_transitions, memory_size
 from cliffwalk.learners import QLearner
 from cliffwalk.strategies import (
-    CAPPED,
     CONVERGED,
     SIGNAL_STRATEGIES,
-    STALLED,
     STRATEGIES,
     ReplaySettings,
 )
@@ -198,56 +197,6 @@ def read_results(path, kind: type = RunResult) -> list[RunResult]:
         rows = list(csv.DictReader(file))
     convert = {int: int, float: float, str: str}
     return [kind(**{k: convert[types[k]](v) for k, v in row.items()}) for row in rows]
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Median and min–max updates over the seeds of one variant at one n, whose runs all had a
-    memory of `transitions` (capacity, for a streaming memory).
-
-    A run that did not converge (capped or stalled) counts as +∞ updates: it never reached
-    the tolerance within its budget. So `median` is ∞ once half the runs failed, `maximum`
-    as soon as one did, and no statistic pretends a failed run was fast.
-    """
-
-    representation: str
-    strategy: str
-    n: int
-    transitions: int
-    runs: int
-    capped: int
-    stalled: int
-    median: float
-    minimum: float
-    maximum: float
-
-    @property
-    def failed(self) -> int:
-        return self.capped + self.stalled
-
-
-def summarize(results: Sequence[RunResult]) -> list[Summary]:
-    groups: dict[tuple[str, str, int], list[RunResult]] = {}
-    for result in results:
-        groups.setdefault((result.representation, result.strategy, result.n), []).append(result)
-    summaries = []
-    for (representation, strategy, n), runs in sorted(groups.items()):
-        updates = np.array([run.updates if run.status == CONVERGED else np.inf for run in runs])
-        summaries.append(
-            Summary(
-                representation=representation,
-                strategy=strategy,
-                n=n,
-                transitions=runs[0].transitions,
-                runs=len(runs),
-                capped=sum(run.status == CAPPED for run in runs),
-                stalled=sum(run.status == STALLED for run in runs),
-                median=float(np.median(updates)),
-                minimum=float(updates.min()),
-                maximum=float(updates.max()),
-            )
-        )
-    return summaries
 
 
 def paired_table(

@@ -1,15 +1,69 @@
-"""Log-log figures and a markdown table of the Blind Cliffwalk results, as in the paper's
-Figures 1 and 2: number of updates until the MSE is below 10^−3 against the memory size,
-median line with a faint min–max band over seeds. The same for every study
-(`cliffwalk.experiment.Study`): only the strategies and the axis labels differ."""
+"""The Blind Cliffwalk results summarized over seeds, and drawn as log-log figures and a
+markdown table as in the paper's Figures 1 and 2: number of updates until the MSE is below
+10^−3 against the memory size, median line with a faint min–max band over seeds. The same for
+every study (`cliffwalk.experiment.Study`): only the strategies and the axis labels differ."""
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
-from cliffwalk.experiment import PAPER, Study, Summary
+from cliffwalk.experiment import PAPER, RunResult, Study
+from cliffwalk.strategies import CAPPED, CONVERGED, STALLED
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median and min–max updates over the seeds of one variant at one n, whose runs all had a
+    memory of `transitions` (capacity, for a streaming memory).
+
+    A run that did not converge (capped or stalled) counts as +∞ updates: it never reached
+    the tolerance within its budget. So `median` is ∞ once half the runs failed, `maximum`
+    as soon as one did, and no statistic pretends a failed run was fast.
+    """
+
+    representation: str
+    strategy: str
+    n: int
+    transitions: int
+    runs: int
+    capped: int
+    stalled: int
+    median: float
+    minimum: float
+    maximum: float
+
+    @property
+    def failed(self) -> int:
+        return self.capped + self.stalled
+
+
+def summarize(results: Sequence[RunResult]) -> list[Summary]:
+    groups: dict[tuple[str, str, int], list[RunResult]] = {}
+    for result in results:
+        groups.setdefault((result.representation, result.strategy, result.n), []).append(result)
+    summaries = []
+    for (representation, strategy, n), runs in sorted(groups.items()):
+        updates = np.array([run.updates if run.status == CONVERGED else np.inf for run in runs])
+        summaries.append(
+            Summary(
+                representation=representation,
+                strategy=strategy,
+                n=n,
+                transitions=runs[0].transitions,
+                runs=len(runs),
+                capped=sum(run.status == CAPPED for run in runs),
+                stalled=sum(run.status == STALLED for run in runs),
+                median=float(np.median(updates)),
+                minimum=float(updates.min()),
+                maximum=float(updates.max()),
+            )
+        )
+    return summaries
+
 
 # The paper's colours: black uniform, cyan oracle, red rank-based, blue proportional. The
 # other signals take one colour each (a panel shows one sampler); the streaming variants

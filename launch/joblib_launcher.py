@@ -1,19 +1,22 @@
-"""The launcher of `hydra/launcher=local_parallel` and `shared_gpu`: hydra-joblib-launcher's, one
-loky worker process per running job, made to stop as one train.py run stops.
+"""The launcher of `hydra/launcher=local_parallel` and `shared_gpu`: hydra-joblib-launcher's
+jobs, `n_jobs` at a time (joblib's threads), each in a worker process of its own (loky's),
+made to stop as one train.py run stops.
 
-SIGTERM or SIGINT to the sweep's process, or to one of its workers, stops the whole sweep:
+SIGTERM or SIGINT to the sweep's process, from the end of the sweep's checks on, or to one of
+its workers, stops the whole sweep, and so does a worker that dies (killed by the
+out-of-memory killer, say):
 
 - the sweep's process starts no further job and sends SIGTERM to every worker, so that each
   running job's loop finishes its step, writes its checkpoint and says so (SIGTERM whatever
   the signal: a terminal's Ctrl-C reaches the workers too, and a second SIGINT would stop them
   without a checkpoint); a job that has not reached its loop yet ends there, untrained;
-- the sweep's process prints one line with the command that resumes the sweep and exits: 0
-  after SIGTERM (as train.py does: a scheduler's stop, honoured, counts as done), 130 after
-  SIGINT, 1 if a job failed. loky ends the workers as it exits; each run has ended its
-  evaluation worker.
+- the sweep's process prints one line, what stopped the sweep and the command that resumes
+  it, and exits: 0 after SIGTERM (as train.py does: a scheduler's stop, honoured, counts as
+  done), 130 after SIGINT, 1 if a job failed or its worker died. Every worker has ended by
+  then; each run has ended its evaluation worker.
 
 Running that command again resumes every unfinished job from its checkpoint; a finished one
-says so and changes nothing. A second SIGINT to the sweep's process stops at once: joblib kills
+says so and changes nothing. A second SIGINT to the sweep's process stops at once: it kills
 the workers, and each of their jobs resumes from its last periodic checkpoint. A job that
 fails does not stop the others: the sweep names it and exits 1 after the last job.
 """
@@ -22,29 +25,32 @@ import contextlib
 import logging
 import multiprocessing
 import os
-import shlex
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+from hydra.types import HydraContext, TaskFunction
 from hydra_plugins.hydra_joblib_launcher._core import execute_job, process_joblib_cfg
 from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher
-from joblib import Parallel, delayed, parallel_config
+from joblib import Parallel, cpu_count, delayed, effective_n_jobs, parallel_config
+from joblib.externals.loky import BrokenProcessPool, ProcessPoolExecutor
+from omegaconf import DictConfig
 
-from launch.sweep_checks import job_label
+from launch.sweep_checks import STOP_SIGNALS, job_label, sweep_command
 
 log = logging.getLogger(__name__)
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-# Settings this launcher fixes: loky, one job per task, and no job sent to a worker before one
-# is free, so that after a stop the jobs not started are simply never sent (and the quick jobs
-# of finished runs are not batched into one worker by joblib's "auto").
+# Settings this launcher fixes: threads that each wait for one job's worker, one job per task,
+# and no job sent to a thread before one is free, so that after a stop the jobs not started
+# are simply never sent.
 FIXED_SETTINGS = ("backend", "prefer", "require", "pre_dispatch", "batch_size")
 
 FINISHED, STOPPED, NOT_STARTED, FAILED = "finished", "stopped", "not started", "failed"
+DIED = "died"  # its worker process ended without a result: killed (out of memory), crashed
 
 
 @dataclass(frozen=True)
@@ -52,10 +58,10 @@ class JobOutcome:
     """How a job ended, as the process that ran it saw it."""
 
     number: int
-    state: str  # FINISHED, STOPPED, NOT_STARTED or FAILED
+    state: str  # FINISHED, STOPPED, NOT_STARTED, FAILED or DIED
     stop_signal: int | None = None  # the signal that stopped it (STOPPED, NOT_STARTED)
     job_return: JobReturn | None = None  # Hydra's, when the job ran to its end
-    failure: str = ""  # FAILED: why
+    failure: str = ""  # FAILED, DIED: why
 
 
 class StoppedBeforeItsLoop(BaseException):
@@ -68,17 +74,16 @@ class StoppedBeforeItsLoop(BaseException):
 
 
 class WorkerStop:
-    """A process that runs jobs (a loky worker; the sweep's own with n_jobs=1): once asked to
-    stop, between jobs or by a job's end, it starts no further job. A worker whose sweep's
-    process is gone (killed by SIGKILL) ends on the stop request, or after its job."""
+    """A job's worker process: asked to stop before its job starts, it does not start it. A
+    worker whose sweep's process is gone (killed by SIGKILL) ends on the stop request, or
+    after its job."""
 
     def __init__(self):
         self.signal: int | None = None
         self.sweep_process: int | None = None  # in a worker: the process that started it
 
     def install(self) -> None:
-        """A worker records a stop from its start on, instead of dying of it (a dead worker
-        breaks the executor, and joblib then kills the others)."""
+        """A worker records a stop from its start on, instead of dying of it."""
         self.sweep_process = os.getppid()
         for signum in STOP_SIGNALS:
             signal.signal(signum, self.record)
@@ -88,8 +93,8 @@ class WorkerStop:
         self.end_if_orphaned()
 
     def end_if_orphaned(self) -> None:
-        """No job will come and no one reads a result: end the worker (it holds nothing
-        unsaved between jobs)."""
+        """No one reads a result: end the worker (it holds nothing unsaved outside its
+        job's loop)."""
         if self.sweep_process is not None and os.getppid() != self.sweep_process:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -126,9 +131,42 @@ def run_job(number: int, overrides: Sequence[str], *context) -> JobOutcome:
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
-    if outcome.stop_signal is not None:
-        worker_stop.signal = outcome.stop_signal
     worker_stop.end_if_orphaned()
+    return outcome
+
+
+# Workers are started one at a time, so that each thread knows its own.
+_starting = threading.Lock()
+
+
+def run_alone(
+    number: int, overrides: Sequence[str], context: tuple, env: dict, stop: "SweepStop"
+) -> JobOutcome:
+    """`run_job` in a worker process of its own (`env`: its environment variables), and how
+    it ended; a job stopped, or whose worker died, stops the sweep before joblib sends the
+    next. A worker that dies takes only its own job with it: one of a shared pool breaks the
+    pool, and loky then kills every other worker, their jobs unsaved."""
+    executor = ProcessPoolExecutor(max_workers=1, initializer=start_worker, env=env)
+    with _starting:
+        before = set(multiprocessing.active_children())
+        job = executor.submit(run_job, number, overrides, *context)
+        (worker,) = set(multiprocessing.active_children()) - before
+    if stop.signal is not None:  # the stop came while it started: it may not have been told
+        os.kill(worker.pid, signal.SIGTERM)
+    try:
+        outcome = job.result()
+    except BrokenProcessPool:
+        worker.join()
+        code = worker.exitcode
+        if -code in STOP_SIGNALS:  # a stop before its handlers (`start_worker`): no job began
+            outcome = JobOutcome(number, NOT_STARTED, stop_signal=-code)
+        else:
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+            outcome = JobOutcome(number, DIED, failure=how)
+    finally:
+        executor.shutdown()
+    if outcome.stop_signal is not None or outcome.state == DIED:
+        stop.request(outcome.stop_signal or signal.SIGTERM)
     return outcome
 
 
@@ -151,42 +189,52 @@ def _exited(number: int, code) -> JobOutcome:
     return JobOutcome(number, FAILED, failure=f"exit status {status}")
 
 
+def _signal_workers(signum: int) -> None:
+    for worker in multiprocessing.active_children():  # loky's workers
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signum)
+
+
 class SweepStop:
     """The sweep's process: the first stop request, from a signal or from a job that was
-    stopped, passed on to every worker as SIGTERM. A second SIGINT stops at once: it raises
-    KeyboardInterrupt, on which joblib kills the workers."""
+    stopped or whose worker died, passed on to every worker as SIGTERM. A second SIGINT stops
+    at once: the workers are killed."""
 
-    def __init__(self):
+    def __init__(self, sweep_dir: Path):
         self.signal: int | None = None
+        self.sweep_dir = sweep_dir
+
+    def install(self) -> None:
+        """For the rest of the sweep's process."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._handle)
 
     def request(self, signum: int) -> None:
+        """The stop is recorded before the workers are told: a worker started meanwhile is
+        told by its own thread (`run_alone`)."""
         if self.signal is not None:
             return
         self.signal = signum
-        for worker in multiprocessing.active_children():  # loky's workers
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker.pid, signal.SIGTERM)
+        _signal_workers(signal.SIGTERM)
 
     def _handle(self, signum, frame) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
-            raise KeyboardInterrupt
+            _signal_workers(signal.SIGKILL)
+            print(
+                "sweep stopped at once by a second SIGINT: its running jobs were killed; "
+                f"they resume from their last checkpoints with: {sweep_command(self.sweep_dir)}",
+                file=sys.stderr,
+            )
+            sys.exit(130)
         self.request(signum)
 
-    @contextlib.contextmanager
-    def installed(self):
-        handlers = {signum: signal.signal(signum, self._handle) for signum in STOP_SIGNALS}
-        try:
-            yield self
-        finally:
-            for signum, handler in handlers.items():
-                signal.signal(signum, handler)
 
-
-def sweep_command(sweep_dir: Path) -> str:
-    """The command that started this sweep, with its sweep directory named (a `${now:}` one
-    would be a new directory): run again, it resumes the sweep."""
-    kept = [a for a in sys.argv[1:] if a.split("=", 1)[0].lstrip("+~") != "hydra.sweep.dir"]
-    return shlex.join(["python", sys.argv[0], *kept, f"hydra.sweep.dir={sweep_dir}"])
+def worker_environment(n_jobs: int) -> dict:
+    """Each worker's OMP_NUM_THREADS, where the sweep's process has none: the cores shared
+    among the jobs that run at once (`threads: auto` takes it as the run's torch threads)."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, cpu_count() // effective_n_jobs(n_jobs)))}
 
 
 def parallel_arguments(settings: dict) -> dict:
@@ -199,12 +247,21 @@ def parallel_arguments(settings: dict) -> dict:
 class StoppableJoblibLauncher(JoblibLauncher):
     """Built by hydra_plugins/per_atari/local_parallel_launcher.py in the sweep's process."""
 
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
+        """Right after the sweep's checks, before its sweeper writes anything: from here on a
+        stop is the sweep's (`SweepStop`), which its `launch` reads."""
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.stop = SweepStop(Path(str(config.hydra.sweep.dir)))
+        self.stop.install()
+
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
-        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir = self.stop.sweep_dir
         sweep_dir.mkdir(parents=True, exist_ok=True)
         arguments = parallel_arguments(self.joblib)
         shown = ",".join(f"{key}={value}" for key, value in arguments.items())
@@ -213,34 +270,24 @@ class StoppableJoblibLauncher(JoblibLauncher):
         jobs = dict(enumerate(job_overrides, start=initial_job_idx))
         for number, overrides in jobs.items():
             log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
-        stop = SweepStop()
-        outcomes = self._run(jobs, arguments, stop, sweep_dir)
-        return conclude(jobs, outcomes, stop.signal, sweep_dir)
+        outcomes = self._run(jobs, arguments)
+        return conclude(jobs, outcomes, self.stop.signal, sweep_dir)
 
-    def _run(self, jobs: dict, arguments: dict, stop: SweepStop, sweep_dir: Path) -> dict:
+    def _run(self, jobs: dict, arguments: dict) -> dict:
         """Every job's outcome by its number; a job never sent (after a stop) has none."""
         context = (self.hydra_context, self.config, self.task_function, Singleton.get_state())
+        env = worker_environment(arguments["n_jobs"])
         calls = (  # read as joblib sends each job, so none is sent after a stop
-            delayed(run_job)(number, overrides, *context)
+            delayed(run_alone)(number, overrides, context, env, self.stop)
             for number, overrides in jobs.items()
-            if stop.signal is None
+            if self.stop.signal is None
         )
         outcomes = {}
-        with stop.installed(), parallel_config(backend="loky", initializer=start_worker):
-            try:
-                parallel = Parallel(**arguments, return_as="generator_unordered")
-                with contextlib.closing(parallel(calls)) as ended:
-                    for outcome in ended:
-                        outcomes[outcome.number] = outcome
-                        if outcome.stop_signal is not None:
-                            stop.request(outcome.stop_signal)
-            except KeyboardInterrupt:
-                print(
-                    "sweep stopped at once by a second SIGINT: its running jobs were killed; "
-                    f"they resume from their last checkpoints with: {sweep_command(sweep_dir)}",
-                    file=sys.stderr,
-                )
-                sys.exit(130)
+        with parallel_config(backend="threading"):
+            parallel = Parallel(**arguments, return_as="generator_unordered")
+            with contextlib.closing(parallel(calls)) as ended:
+                for outcome in ended:
+                    outcomes[outcome.number] = outcome
         return outcomes
 
 
@@ -248,7 +295,8 @@ def conclude(
     jobs: dict, outcomes: dict[int, JobOutcome], stop_signal: int | None, sweep_dir: Path
 ) -> list[JobReturn]:
     """Hydra's returns when every job finished. Otherwise a line for each failed job, one
-    line with the command that resumes the sweep, and the sweep's exit."""
+    line with what stopped the sweep (a signal, or the first job whose worker died) and the
+    command that resumes it, and the sweep's exit."""
     states = {n: outcomes[n].state if n in outcomes else NOT_STARTED for n in jobs}
     if stop_signal is None and set(states.values()) == {FINISHED}:
         return [outcomes[number].job_return for number in jobs]
@@ -259,14 +307,18 @@ def conclude(
             print(f"error: {label} failed: {outcomes[number].failure}", file=sys.stderr)
     counts = [
         f"{sum(s == state for s in states.values())} {state}"
-        for state in (STOPPED, NOT_STARTED, FAILED, FINISHED)
+        for state in (STOPPED, NOT_STARTED, FAILED, DIED, FINISHED)
         if state in states.values()
     ]
     how = "ended" if stop_signal is None else f"stopped by {signal.Signals(stop_signal).name}"
+    died = [number for number, state in states.items() if state == DIED]
+    if died:
+        label = job_label(died[0], list(jobs[died[0]]), shared)
+        how = f"stopped: the worker of {label} died ({outcomes[died[0]].failure})"
     print(
         f"sweep {how} (jobs: {', '.join(counts)}); resume with: {sweep_command(sweep_dir)}",
         file=sys.stderr,
     )
-    if FAILED in states.values():
+    if FAILED in states.values() or died:
         sys.exit(1)
     sys.exit(130 if stop_signal == signal.SIGINT else 0)

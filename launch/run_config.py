@@ -7,31 +7,30 @@ written only once the run is built, so a command that fails leaves no record of 
 never started, and it keeps the values the run started with.
 """
 
-import ctypes
-import os
-import struct
-import time
+import shlex
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Quote, QuotedString
+from hydra.errors import HydraException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
-from launch.run_guard import RunDirectoryError
+from launch.run_guard import RunDirectoryError, check_machine, check_memory
 from launch.validation import check_disk, check_replay_group, validate_config
 from schema import shown
-from training.checkpoints import CheckpointStore
 from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
 from training.settings import Run
 
-# Hydra creates the run directory before `main` runs; see `remove_created_directories`. Read
-# from the clock file systems stamp new directories with (Linux's CLOCK_REALTIME_COARSE, up to
-# a tick behind the precise one): one made right after this would otherwise look older.
-_CLOCK_REALTIME_COARSE = 5
-_STARTED_NS = time.clock_gettime_ns(_CLOCK_REALTIME_COARSE)
+# Each run directory's deepest ancestor (or itself) that existed before Hydra made it with
+# `mkdir -p`, which creates exactly the directories below that one
+# (`note_existing_directories`, `remove_created_directories`).
+_EXISTED: dict[Path, Path] = {}
 
 
 def load_stored_config(path: Path) -> DictConfig:
@@ -102,6 +101,23 @@ def run_config(cfg: DictConfig) -> DictConfig:
     return stored
 
 
+def shell_override(key: str, value) -> str:
+    """`key=value` as one shell word that Hydra's override parser reads back as the string
+    `value`: a value its grammar would read otherwise (a comma makes a sweep, `=` or a quote
+    is refused, `1` is a number) is quoted for it first, then the word for the shell (a
+    space, a quote, a `$`)."""
+    text = str(value)
+    try:
+        override = OverridesParser.create().parse_override(f"{key}={text}")
+        plain = not override.is_sweep_override() and override.value() == text
+    except HydraException:
+        plain = False
+    if not plain:
+        quote = Quote.single if '"' in text else Quote.double
+        text = QuotedString(text=text, quote=quote).with_quotes()
+    return shlex.quote(f"{key}={text}")
+
+
 def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
     """Write the run's record, config.yaml, unless it is there: only for a run that starts."""
     path = RunDirectory(run_dir).config_file
@@ -119,15 +135,36 @@ def record_start(run_dir: Path, step: int) -> None:
     write_atomically(path, with_start(read_starts(path), this_start(step)).encode())
 
 
+def note_existing_directories(run_dir: Path) -> None:
+    """Note, before Hydra makes `run_dir`, the deepest of it and its ancestors that exists."""
+    run_dir = run_dir.absolute()
+    existing = run_dir
+    while not existing.exists():
+        existing = existing.parent
+    _EXISTED[run_dir] = existing
+
+
+class NoteExistingDirectories(Callback):
+    """Hydra calls it before it makes a single run's directory (`hydra.run.dir`). A sweep's
+    jobs are checked before the sweep makes anything (`launch.sweep_checks`); a job that its
+    own process refuses later (on a cluster's node) cannot know what existed before the sweep
+    and removes nothing."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        note_existing_directories(Path(str(config.hydra.run.dir)))
+
+
 def remove_created_directories(run_dir: Path) -> None:
     """Undo Hydra's `mkdir -p` of the run directory for a refused run: remove it and then its
-    parents while they are empty and this process created them, up to the working directory.
-    A directory made before the command stays, empty or not."""
+    parents while they are empty and lie below the deepest one that existed before
+    (`note_existing_directories`; where none was noted, nothing is removed). A directory made
+    before the command stays, empty or not."""
     run_dir = run_dir.absolute()
-    directory, working = run_dir, Path.cwd()
-    while directory != directory.parent and not working.is_relative_to(directory):
+    existed = _EXISTED.get(run_dir, run_dir)
+    directory = run_dir
+    while directory != existed and directory.is_relative_to(existed):
         try:
-            if not _created_by_this_process(directory, run_dir) or any(directory.iterdir()):
+            if any(directory.iterdir()):
                 return
             directory.rmdir()
         except OSError:
@@ -135,58 +172,30 @@ def remove_created_directories(run_dir: Path) -> None:
         directory = directory.parent
 
 
-def _created_by_this_process(directory: Path, run_dir: Path) -> bool:
-    """Whether `directory` was created after this process started, by its creation time. A
-    parent's modification time cannot tell: creating the run directory in it changed that.
-    Where the file system keeps no creation time, the run directory's modification time
-    stands in for it (a refused run writes nothing into it), and a parent is kept."""
-    created = _creation_ns(directory)
-    if created is None and directory == run_dir:
-        created = directory.stat().st_mtime_ns
-    return created is not None and created >= _STARTED_NS
-
-
-# statx(2): <fcntl.h>'s AT_FDCWD, <linux/stat.h>'s STATX_BTIME and the offset of stx_btime
-# (tv_sec: int64, tv_nsec: uint32) in struct statx, 256 bytes in all.
-_AT_FDCWD, _STATX_BTIME, _BTIME_OFFSET, _STATX_BYTES = -100, 0x800, 80, 256
-
-
-def _creation_ns(path: Path) -> int | None:
-    """When `path` was created (statx's birth time; Python's os.stat does not give it on
-    Linux), or None where the C library or the file system does not keep it."""
-    try:
-        statx = ctypes.CDLL(None, use_errno=True).statx
-    except AttributeError:
-        return None
-    buffer = ctypes.create_string_buffer(_STATX_BYTES)
-    if statx(_AT_FDCWD, os.fsencode(path), 0, _STATX_BTIME, buffer) != 0:
-        return None
-    (mask,) = struct.unpack_from("I", buffer, 0)
-    if not mask & _STATX_BTIME:
-        return None
-    seconds, nanoseconds = struct.unpack_from("qI", buffer, _BTIME_OFFSET)
-    return seconds * 1_000_000_000 + nanoseconds
-
-
 def check_run(
     cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True
 ) -> tuple[Run, bool]:
     """Every check of a run's config before anything is built, in train.py and, for each job,
     before a sweep starts: the replay group of a fresh run (first: with another group's kind
-    its settings are another sampler's), the settings, the game (resolved to its id in
-    `cfg`), the run directory and, for a run that will run on this machine and is not
-    finished, the disk its checkpoints need. Returns the run's settings and whether the run
-    is finished (its final snapshot written at its last step): resuming it would only
-    rewrite its results. A refusal is a one-line ValueError."""
+    its settings are another sampler's), the settings, for a run that will run on this
+    machine what the machine allows them, the game (resolved to its id in `cfg`), the run
+    directory and, for a run that will run on this machine and is not finished, the memory
+    its replay and the disk its checkpoints need. Returns the run's settings and whether the run
+    is finished: its final snapshot, the last file a run writes (`training.loop`), exists,
+    whatever its checkpoints (deleted to free the disk, or two left by a stop in its last
+    step's cleanup); resuming it would only rewrite its results. A refusal is a one-line
+    ValueError."""
     if cfg.resume is None:
         check_replay_group(cfg, replay_group)
-    settings = validate_config(cfg, this_machine)
+    settings = validate_config(cfg)
+    run = RunDirectory(run_dir)
+    done = run.final_snapshot.is_file()
+    if this_machine:
+        check_machine(settings)
+    if this_machine and not done:
+        check_memory(settings)
     cfg.env.game = settings.env.game  # the stored config names the game by its id too
     check_run_directory(run_dir, cfg)
-    run = RunDirectory(run_dir)
-    done = run.final_snapshot.is_file() and CheckpointStore(run.checkpoints).latest_step() == (
-        cfg.train.total_steps
-    )
     if this_machine and not done:
         check_disk(settings, run.checkpoints)
     return settings, done

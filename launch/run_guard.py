@@ -1,14 +1,22 @@
 """Checks that keep train.py from starting where it cannot finish, or where another process is
-already running: before Hydra creates anything, and once the run directory exists."""
+already running: before Hydra creates anything, once the run directory exists, and what the
+machine must give a run whose settings are valid (its cores, GPUs and memory)."""
 
 import ctypes
 import fcntl
 import os
 from pathlib import Path
 
+import torch
 from omegaconf.errors import OmegaConfBaseException
 
-from artifacts.command_line import unwritable_reason
+from agents.devices import check_pipelined, resolve_device
+from artifacts.command_line import available_memory, unwritable_reason
+from artifacts.run_directory import RunDirectory
+from launch.validation import replay_bytes
+from replay.registry import REPLAY_DEVICES
+from schema import refusal
+from training.settings import Run
 
 # Command-line keys that name a directory train.py will write into.
 DIRECTORY_KEYS = ("resume", "hydra.run.dir", "hydra.sweep.dir")
@@ -29,13 +37,16 @@ class RunDirectoryError(ValueError):
 
 def check_command_line(arguments: list[str]) -> None:
     """Refuse directory arguments that Hydra would fail on with a traceback (a file given as
-    a directory, a place that cannot be written); the default `runs/` is checked too."""
+    a directory, a place that cannot be written, unless it holds a finished run, whose
+    command writes nothing); the default `runs/` is checked too."""
     if any(a.startswith("-") and a not in ("-m", "--multirun") for a in arguments):
         return  # --help, --cfg, --info: Hydra writes nothing
     named = dict(a.split("=", 1) for a in arguments if a.split("=", 1)[0] in DIRECTORY_KEYS)
     if not named:
         named = {"the run directory": "runs"}
     for key, value in named.items():
+        if RunDirectory(Path(value)).final_snapshot.is_file():
+            continue
         reason = unwritable_reason(Path(value))
         if reason is not None:
             raise RunDirectoryError(f"{key}={value} cannot be used: {reason}")
@@ -79,9 +90,10 @@ def keep_freed_memory() -> None:
 
 
 def lock_run_directory(run_dir: Path) -> int:
-    """Hold an exclusive lock on the directory itself (no file is written) for the life of
-    this process, so a second train.py in the same run directory stops at once instead of
-    cutting the first one's event files. Returns the descriptor that holds the lock."""
+    """Hold an exclusive lock on the directory itself (no file is written), so a second
+    train.py in the same run directory stops at once instead of cutting the first one's event
+    files. Returns the descriptor that holds the lock: closing it, as the job ends, releases
+    the lock (a sweep's worker runs other jobs after it, each with a descriptor of its own)."""
     descriptor = os.open(run_dir, os.O_RDONLY)
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,3 +104,38 @@ def lock_run_directory(run_dir: Path) -> int:
             "stop, or give another hydra.run.dir"
         ) from None
     return descriptor
+
+
+def check_machine(run: Run) -> None:
+    """What this machine allows the run's settings: its cores and its GPUs."""
+    threads, cores = run.threads, len(os.sched_getaffinity(0))
+    if threads != "auto" and threads > cores:
+        allowed = f"auto or an integer from 1 to {cores} (the cores this process may use)"
+        raise refusal("threads", threads, allowed)
+    device = resolve_device(run.agent.device)
+    if run.replay.device != "cpu" and not _learners_cuda_device(run.replay.device, device):
+        raise refusal("replay.device", run.replay.device, REPLAY_DEVICES)
+    check_pipelined(run.agent.pipelined, device)
+
+
+def _learners_cuda_device(name: str, learners: torch.device) -> bool:
+    """The replay's frames may sit on the learner's GPU, where its batches are gathered."""
+    try:
+        device = resolve_device(name)
+    except ValueError:  # not a device name, or no such GPU
+        return False
+    return device.type == "cuda" and device == learners
+
+
+def check_memory(run: Run) -> None:
+    """A full replay must fit in what this process can still be given (`available_memory`:
+    the machine's memory, and the limits set on the process, `ulimit -v` and its memory
+    cgroups' such as SLURM's `--mem` or a container's), or a one-line ValueError naming the
+    limit that applies."""
+    needed, (available, limit) = replay_bytes(run), available_memory()
+    if needed > available:
+        raise ValueError(
+            f"replay.capacity={run.replay.capacity} is not allowed: a full replay needs "
+            f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
+            f"{limit}"
+        )

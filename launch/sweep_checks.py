@@ -1,12 +1,13 @@
 """A sweep's jobs, checked together before the first one starts, and their directory names.
 
 `SweepChecks` is a Hydra callback (`hydra.callbacks` in configs/config.yaml). Before the
-sweeper creates anything, it expands the sweep into its jobs as Hydra's basic sweeper will,
-composes each job's config as the launcher will, and checks each as train.py will: a bad job
-ends the sweep with one line naming the job and the key, exit status 2 (1 for a config Hydra
-cannot compose, as for a single run), and nothing written. Each job still checks itself
-when it starts: what depends on the machine (cores, GPUs, memory, disk) is checked here only
-for launchers that run the jobs on this machine.
+sweeper creates anything, it takes the sweep's jobs from Hydra's basic sweeper, composes each
+job's config as the launcher will, and checks each as train.py will, then the jobs together
+(no two one run, the disk for all). A bad job ends the sweep with one line naming the job and
+the key, exit status 2 (1 for a config Hydra cannot compose, as for a single run), and
+nothing written; so does a SIGTERM (status 0) or SIGINT (130) during the checks. Each job still
+checks itself when it starts: what depends on the machine (cores, GPUs, memory, disk) is
+checked here only for launchers that run the jobs on this machine.
 
 `job_directory_name` names a job's directory (`hydra.sweep.subdir`) after its overrides, and
 `name_jobs_by_varied_keys` leaves out of those names the keys every job of the sweep sets alike.
@@ -14,31 +15,35 @@ for launchers that run the jobs on this machine.
 
 import copy
 import hashlib
-import itertools
+import os
+import shlex
+import shutil
+import signal
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
+from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from artifacts.run_directory import CONFIG
+from artifacts.run_directory import CONFIG, RunDirectory
 from launch.run_config import check_run
 from launch.run_guard import error_line
+from launch.validation import disk_needs, size_text
+from training.run_record import config_record
+from training.settings import Run
 
-# Hydra's default sweeper, as configs name it: the one whose jobs are known before they start.
-BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
-# Launchers that run every job on the machine that starts the sweep.
-LOCAL_LAUNCHERS = (
-    "hydra._internal.core_plugins.basic_launcher.BasicLauncher",
-    "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher",
-    "hydra_plugins.per_atari.local_parallel_launcher.LocalParallelLauncher",
-    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher",
-)
+# Launchers that run every job on the machine that starts the sweep, by their names in
+# `hydra/launcher=...`: Hydra's own, joblib's, the project's and submitit's local one.
+LOCAL_LAUNCHERS = ("basic", "joblib", "local_parallel", "shared_gpu", "submitit_local")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # The longest job directory name, in bytes: file systems allow 255, eCryptfs home directories
 # about 143.
 NAME_BYTES = 120
@@ -122,27 +127,36 @@ class SweepRefused(ValueError):
     """A job of the sweep would be refused: the message names the job and the key."""
 
 
-def sweep_jobs(config: DictConfig) -> list[list[str]]:
-    """Every job's overrides, in job-number order, as Hydra's basic sweeper makes them from
-    the sweep's config (its `hydra.sweeper.params`, then the command line's overrides)."""
-    sweeper = config.hydra.sweeper
-    params = sweeper.get("params") or {}
+def sweep_overrides(config: DictConfig) -> list[Override]:
+    """The sweep's overrides as its sweeper reads them: its `hydra.sweeper.params`, then the
+    command line's."""
+    params = config.hydra.sweeper.get("params") or {}
     arguments = [f"{key}={value}" for key, value in params.items()]
     arguments += OmegaConf.to_container(config.hydra.overrides.task, resolve=False)
     loader = GlobalHydra.instance().config_loader()
-    overrides = OverridesParser.create(config_loader=loader).parse_overrides(arguments)
-    # Each key once, a later override of it replacing an earlier one in the earlier's place;
-    # the jobs are the product of the keys' values, in that order.
-    values: dict[str, list[str]] = {}
-    for override in overrides:
-        key = override.get_key_element()
-        if not override.is_sweep_override():
-            values[key] = [f"{key}={override.get_value_element_as_str()}"]
-        elif override.is_discrete_sweep():
-            values[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
-        else:
-            raise HydraException(f"the basic sweeper cannot sweep {override.input_line}")
-    return [list(job) for job in itertools.product(*values.values())]
+    return OverridesParser.create(config_loader=loader).parse_overrides(arguments)
+
+
+def sweep_jobs(config: DictConfig) -> list[list[str]] | None:
+    """Every job's overrides, in job-number order, as the sweeper makes them: Hydra's basic
+    sweeper splits the sweep's overrides into batches of jobs with its `split_arguments`, and
+    runs the batches one after the other. None for a sweeper without that split: one that
+    chooses its jobs as it goes."""
+    sweeper = config.hydra.sweeper
+    split = getattr(get_class(sweeper._target_), "split_arguments", None)
+    if split is None:
+        return None
+    batches = split(sweep_overrides(config), sweeper.get("max_batch_size"))
+    return [job for batch in batches for job in batch]
+
+
+def repeated_values(config: DictConfig) -> str:
+    """The sweep's overrides that list a value twice as Hydra reads them (0.00025,2.5e-4)."""
+    sweeps = [o for o in sweep_overrides(config) if o.is_sweep_override()]
+    values = [list(sweep.sweep_string_iterator()) for sweep in sweeps]
+    return " ".join(
+        o.input_line for o, v in zip(sweeps, values, strict=True) if len(set(v)) < len(v)
+    )
 
 
 def job_label(number: int, overrides: list[str], shared: set[str]) -> str:
@@ -151,9 +165,20 @@ def job_label(number: int, overrides: list[str], shared: set[str]) -> str:
     return f"job {number} ({' '.join(varied)})"
 
 
-def check_job(job: DictConfig, this_machine: bool) -> Path:
+@dataclass(frozen=True)
+class CheckedJob:
+    """A job as train.py would run it: its run directory, settings and config (`record`:
+    what its config.yaml holds), and whether that run is finished."""
+
+    run_dir: Path
+    run: Run
+    record: dict
+    done: bool
+
+
+def check_job(job: DictConfig, this_machine: bool) -> CheckedJob:
     """Raise ValueError as train.py would refuse the job (`job`: its composed config, with
-    `hydra.job.num` set); return its run directory."""
+    `hydra.job.num` set)."""
     run_dir = Path(job.hydra.sweep.dir) / job.hydra.sweep.subdir
     replay_group = job.hydra.runtime.choices.get("replay")
     cfg = copy.deepcopy(job)  # the task's config, as Hydra's run_job makes it
@@ -164,20 +189,59 @@ def check_job(job: DictConfig, this_machine: bool) -> Path:
             f"resume={cfg.resume} is not allowed in a sweep: a resumed run continues in its "
             f"own directory; run it alone with python train.py resume={cfg.resume}"
         )
-    check_run(cfg, run_dir, replay_group, this_machine)
-    return run_dir
+    run, done = check_run(cfg, run_dir, replay_group, this_machine)
+    return CheckedJob(run_dir, run, config_record(cfg), done)
+
+
+def jobs_at_once(config: DictConfig, count: int) -> int:
+    """How many of the sweep's `count` jobs its launcher runs at the same time: one for
+    Hydra's basic launcher, `hydra.launcher.n_jobs` as joblib counts it (-1: every core) for
+    a joblib launcher, every job for another (submitit's local launcher)."""
+    if config.hydra.runtime.choices.get("hydra/launcher") == "basic":
+        return 1
+    n_jobs = config.hydra.launcher.get("n_jobs")
+    if n_jobs is None:
+        return count
+    from joblib import effective_n_jobs  # installed with the joblib launchers
+
+    return min(count, effective_n_jobs(n_jobs))
+
+
+def check_disk_together(jobs: list[CheckedJob], at_once: int) -> None:
+    """Raise SweepRefused unless the unfinished jobs' files fit together on each disk they
+    write to: each job's once it has finished (its last checkpoint and its snapshots) and,
+    beside them, the other checkpoints of the `at_once` jobs that need most while they run.
+    Each job was checked alone by `check_run`."""
+    disks: dict[int, list[tuple[int, int, Path]]] = {}
+    for job in jobs:
+        if not job.done:
+            running, finished, place = disk_needs(job.run, RunDirectory(job.run_dir).checkpoints)
+            disks.setdefault(os.stat(place).st_dev, []).append((finished, running, place))
+    for needs in disks.values():
+        largest = sorted((running - finished for finished, running, _ in needs), reverse=True)
+        needed = sum(finished for finished, _, _ in needs) + sum(largest[:at_once])
+        free = shutil.disk_usage(needs[0][2]).free
+        if needed > free:
+            raise SweepRefused(
+                f"the sweep's {len(needs)} unfinished jobs, {at_once} at a time, need "
+                f"{size_text(needed)} more on the disk of {needs[0][2]} (each finished job keeps a "
+                f"checkpoint and its snapshots) and it has {size_text(free)} free: lower "
+                "checkpoint.keep or replay.capacity, run fewer jobs at a time "
+                "(hydra.launcher.n_jobs), or give hydra.sweep.dir on a larger disk"
+            )
 
 
 def check_sweep(config: DictConfig, jobs: list[list[str]]) -> list[Path]:
-    """Raise SweepRefused for the first of `jobs` (`sweep_jobs`) that would be refused, or
-    that would share its run directory with another job; HydraException for one Hydra cannot
-    compose. Returns the runs in the sweep directory that no job is named for (another
-    sweep's, or this one's under other names: a key that starts or stops varying renames
-    the jobs)."""
+    """Raise SweepRefused for the first of `jobs` (`sweep_jobs`) that would be refused, that
+    is the same run as another (a value written two ways: breakout and Breakout) or would
+    share its run directory with another, or for jobs whose files would not fit on the disk
+    together; HydraException for one Hydra cannot compose. Returns
+    the runs in the sweep directory that no job is named for (another sweep's, or this one's
+    under other names: a key that starts or stops varying renames the jobs)."""
     shared = set.intersection(*(set(job) for job in jobs))
-    this_machine = config.hydra.launcher.get("_target_") in LOCAL_LAUNCHERS
+    this_machine = config.hydra.runtime.choices.get("hydra/launcher") in LOCAL_LAUNCHERS
     loader = GlobalHydra.instance().config_loader()
-    run_dirs: dict[Path, int] = {}
+    checked: list[CheckedJob] = []
     for number, overrides in enumerate(jobs):
         label = job_label(number, overrides, shared)
         try:
@@ -189,31 +253,62 @@ def check_sweep(config: DictConfig, jobs: list[list[str]]) -> list[Path]:
         with open_dict(job):
             job.hydra.job.num = number
         try:
-            run_dir = check_job(job, this_machine)
+            job = check_job(job, this_machine)
         except ValueError as error:
             raise SweepRefused(f"{label}: {error_line(error)}") from None
-        if run_dir in run_dirs:
-            other = run_dirs[run_dir]
-            raise SweepRefused(
-                f"{label} and {job_label(other, jobs[other], shared)} would share the run "
-                f"directory {run_dir}: hydra.job.config.override_dirname.exclude_keys leaves "
-                "out a key the sweep varies"
-            )
-        run_dirs[run_dir] = number
+        for other, earlier in enumerate(checked):
+            both = f"{label} and {job_label(other, jobs[other], shared)}"
+            if job.record == earlier.record:
+                mine = " ".join(o for o in overrides if o not in jobs[other])
+                theirs = " ".join(o for o in jobs[other] if o not in overrides)
+                same = (
+                    f"{mine} is {theirs}" if mine else f"{repeated_values(config)} repeats a value"
+                )
+                raise SweepRefused(f"{both} are the same run ({same}): give each value once")
+            if job.run_dir == earlier.run_dir:
+                raise SweepRefused(
+                    f"{both} would share the run directory {job.run_dir}: "
+                    "hydra.job.config.override_dirname.exclude_keys leaves out a key the sweep "
+                    "varies"
+                )
+        checked.append(job)
+    if this_machine:
+        check_disk_together(checked, jobs_at_once(config, len(jobs)))
     sweep_dir = Path(config.hydra.sweep.dir)
     found = sorted(path.parent for path in sweep_dir.glob(f"*/{CONFIG}"))
-    return [path for path in found if path not in run_dirs]
+    named = {job.run_dir for job in checked}
+    return [path for path in found if path not in named]
+
+
+def sweep_command(sweep_dir: Path) -> str:
+    """The command that started this sweep, with its sweep directory named (a `${now:}` one
+    would be a new directory): run again, it resumes the sweep."""
+    kept = [a for a in sys.argv[1:] if a.split("=", 1)[0].lstrip("+~") != "hydra.sweep.dir"]
+    return shlex.join(["python", sys.argv[0], *kept, f"hydra.sweep.dir={sweep_dir}"])
 
 
 class SweepChecks(Callback):
     """Checks every job of a sweep before the first one starts (see the module's docstring)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        if config.hydra.sweeper.get("_target_") != BASIC_SWEEPER:
-            return  # another sweeper chooses its jobs as it goes: each checks itself
         str(config.hydra.sweep.dir)  # its ${now:} is resolved once, for every job
+
+        def stop(signum, frame) -> None:
+            """Nothing is written yet: one line, and 0 after SIGTERM, 130 after SIGINT, as
+            train.py."""
+            print(
+                f"sweep stopped by {signal.Signals(signum).name} while its jobs were checked, "
+                "before any of them started; run it with: "
+                f"{sweep_command(Path(config.hydra.sweep.dir))}",
+                file=sys.stderr,
+            )
+            sys.exit(130 if signum == signal.SIGINT else 0)
+
+        handlers = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
         try:
             jobs = sweep_jobs(config)
+            if jobs is None:
+                return  # the sweeper chooses its jobs as it goes: each checks itself
             name_jobs_by_varied_keys(config, jobs)
             unclaimed = check_sweep(config, jobs)
         except SweepRefused as error:
@@ -223,6 +318,9 @@ class SweepChecks(Callback):
         except HydraException as error:
             print(f"error: {error}", file=sys.stderr)
             sys.exit(1)
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
         if unclaimed:
             print(
                 f"note: {config.hydra.sweep.dir} holds runs that no job of this sweep is named "

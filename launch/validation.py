@@ -1,11 +1,11 @@
 """Validation of a run's config as a whole, before anything is allocated or written: each
 section through its schema (the one definition of its settings' types, defaults and rules:
-`run_settings`), then what no schema sees alone, the rules across sections, and what depends
-on the machine (its cores, GPUs, memory and disk). A refusal is one line naming the key and
-what is allowed."""
+`run_settings`), then what no schema sees alone, the rules across sections, and the sizes a
+run's replay and files will have (what the machine must hold of them is checked by
+`launch.run_guard` and `check_disk`). A refusal is one line naming the key and what is
+allowed."""
 
 import dataclasses
-import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -14,14 +14,12 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from agents.devices import check_pipelined, resolve_device
 from agents.networks import build_network
 from agents.settings import AgentSettings
-from artifacts.command_line import available_memory_bytes
 from artifacts.upgrade import check_resumable
 from envs.registry import environment_kind
 from replay.buffer import memory_bytes
-from replay.registry import REPLAY_DEVICES, check_device_copy, sampler_class, storage_class
+from replay.registry import check_device_copy, sampler_class, storage_class
 from replay.settings import CAPACITY
 from replay.storage import FrameStorage
 from schema import Settings, refusal, typed
@@ -44,10 +42,6 @@ SECTIONS: dict[str, Callable[[dict], type[Settings]]] = {
     "evaluation": lambda values: EvaluationSettings,
     "checkpoint": lambda values: CheckpointSettings,
 }
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0))
 
 
 def _check_sections(cfg: DictConfig) -> None:
@@ -113,45 +107,12 @@ def _check_network(run: Run) -> None:
         build_network(run.agent.network, 1, run.agent.history_length, env.frame_shape(run.env))
 
 
-def _check_machine(run: Run) -> None:
-    """What this machine allows: its cores, its GPUs and its memory."""
-    threads, cores = run.threads, _cores()
-    if threads != "auto" and threads > cores:
-        allowed = f"auto or an integer from 1 to {cores} (the cores this process may use)"
-        raise refusal("threads", threads, allowed)
-    device = resolve_device(run.agent.device)
-    if run.replay.device != "cpu":
-        check_device_copy(run.replay.eviction, run.replay.device)
-        if not _learners_cuda_device(run.replay.device, device):
-            raise refusal("replay.device", run.replay.device, REPLAY_DEVICES)
-    check_pipelined(run.agent.pipelined, device)
-    _check_memory(run)
-
-
-def _learners_cuda_device(name: str, learners: torch.device) -> bool:
-    """The replay's frames may sit on the learner's GPU, where its batches are gathered."""
-    try:
-        device = resolve_device(name)
-    except ValueError:  # not a device name, or no such GPU
-        return False
-    return device.type == "cuda" and device == learners
-
-
 def replay_bytes(run: Run) -> int:
     """What a full replay of the config occupies in memory, and about what a checkpoint of
     it occupies on disk (its frames, and the per-slot arrays in the state file)."""
     frames_per_slot = storage_class(run.replay.eviction).frames_per_slot(run.agent.history_length)
     frame_shape = environment_kind(run.env.kind).frame_shape(run.env)
     return memory_bytes(run.replay.capacity, frame_shape, frames_per_slot)
-
-
-def _check_memory(run: Run) -> None:
-    needed, available = replay_bytes(run), available_memory_bytes()
-    if needed > available:
-        raise ValueError(
-            f"replay.capacity={run.replay.capacity} is not allowed: a full replay needs "
-            f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
-        )
 
 
 # A state file holds the agent's networks and optimizer: the online and target networks and
@@ -173,36 +134,45 @@ def network_bytes(run: Run) -> int:
     return sum(p.numel() * p.element_size() for p in network.parameters())
 
 
-def run_disk_bytes(run: Run) -> int:
-    """About what a run's files occupy at most: `checkpoint.keep` checkpoints (each a copy of
-    the replay and a state file, whose networks dominate at small capacities) and its
-    snapshots."""
+def run_disk_bytes(run: Run, checkpoints: int | None = None) -> int:
+    """About what a run's files occupy at most: `checkpoints` checkpoints (each a copy of the
+    replay and a state file, whose networks dominate at small capacities; `checkpoint.keep`
+    while it runs, one once it has finished) and its snapshots."""
     networks = network_bytes(run)
     state = replay_bytes(run) + STATE_NETWORKS * networks
-    return run.checkpoint.keep * state + SNAPSHOT_NETWORKS * networks
+    kept = run.checkpoint.keep if checkpoints is None else checkpoints
+    return kept * state + SNAPSHOT_NETWORKS * networks
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
     return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
+
+
+def disk_needs(run: Run, checkpoints: Path) -> tuple[int, int, Path]:
+    """What the run's files need on the disk of `checkpoints` beyond what its checkpoints
+    already occupy (they overwrite it): while it runs and once it has finished
+    (`run_disk_bytes`); and the nearest directory of that disk that exists."""
+    # What the files occupy, not their length: a frame copy is sparse until the ring fills.
+    files = checkpoints.iterdir() if checkpoints.is_dir() else ()
+    existing = sum(path.stat().st_blocks * 512 for path in files)
+    place = checkpoints
+    while not place.exists():
+        place = place.parent
+    running, finished = (run_disk_bytes(run, kept) - existing for kept in (None, 1))
+    return max(0, running), max(0, finished), place
 
 
 def check_disk(run: Run, checkpoints: Path) -> None:
     """The run's files (`run_disk_bytes`) must fit on the disk of `checkpoints` (beside what
     its checkpoints already occupy, which they overwrite), before the first of them is due."""
-    # What the files occupy, not their length: a frame copy is sparse until the ring fills.
-    files = checkpoints.iterdir() if checkpoints.is_dir() else ()
-    existing = sum(path.stat().st_blocks * 512 for path in files)
-    needed = run_disk_bytes(run) - existing
-    place = checkpoints
-    while not place.exists():
-        place = place.parent
+    needed, _, place = disk_needs(run, checkpoints)
     free = shutil.disk_usage(place).free
     if needed > free:
         raise ValueError(
             f"checkpoint.keep={run.checkpoint.keep} is not allowed here: {run.checkpoint.keep} "
             f"checkpoints of replay.capacity={run.replay.capacity} and the agent's snapshots "
-            f"need {_size(needed)} more and {place} has {_size(free)} free (lower either, or "
-            "give hydra.run.dir on a larger disk)"
+            f"need {size_text(needed)} more and {place} has {size_text(free)} free (lower "
+            "either, or give hydra.run.dir on a larger disk)"
         )
 
 
@@ -220,11 +190,10 @@ def check_replay_group(cfg: DictConfig, group: str | None) -> None:
         )
 
 
-def validate_config(cfg: DictConfig, this_machine: bool = True) -> Run:
+def validate_config(cfg: DictConfig) -> Run:
     """The run's settings (`run_settings`) once every rule holds: bad settings are refused
-    with one line naming the key, before anything is allocated. `this_machine=False` checks a
-    config that will run elsewhere (a sweep's job on a cluster): what depends on the machine
-    (its cores, GPUs and memory) is left to the run itself."""
+    with one line naming the key, before anything is allocated. What depends on the machine
+    the run runs on is left to `launch.run_guard`."""
     if OmegaConf.select(cfg, "resume") is not None:
         check_resumable(OmegaConf.to_container(cfg))
     run = run_settings(cfg)
@@ -232,6 +201,6 @@ def validate_config(cfg: DictConfig, this_machine: bool = True) -> Run:
     _check_across_sections(run)
     _check_priority_range(run)
     _check_network(run)
-    if this_machine:
-        _check_machine(run)
+    if run.replay.device != "cpu":  # a storage that can keep a copy of its frames there
+        check_device_copy(run.replay.eviction, run.replay.device)
     return run

@@ -4,8 +4,9 @@ learning-speed summary of the paper's Figure 4. Pure numpy: no files, no plottin
 The grid is `bins` equal fractions of each run's own training length: point j (1-based)
 stands for the fraction j / bins and holds the mean of the run's values logged in
 ((j − 1) / bins, j / bins] of its total steps (values at step 0 go to the first point). A
-point with no value repeats the previous one; points before the first value are NaN. Test
-evaluations logged every total/bins steps therefore land one per point, unchanged.
+point with no value repeats the previous one; points before the first value are NaN, and so are
+the points beyond what the run trained (an unfinished run). Test evaluations logged every
+total/bins steps therefore land one per point, unchanged.
 """
 
 import warnings
@@ -20,23 +21,24 @@ def fractions(bins: int) -> np.ndarray:
     return np.arange(1, bins + 1) / bins
 
 
-def binned(steps: np.ndarray, values: np.ndarray, total_steps: int, bins: int) -> np.ndarray:
-    """The run's curve on the grid (see the module docstring)."""
+def binned(
+    steps: np.ndarray, values: np.ndarray, total_steps: int, bins: int, trained: int | None = None
+) -> np.ndarray:
+    """The run's curve on the grid (see the module docstring), of a run that trained `trained`
+    of its `total_steps` (all of them by default)."""
     position = np.ceil(np.asarray(steps) / total_steps * bins).astype(np.int64) - 1
     position = np.clip(position, 0, bins - 1)
     counts = np.bincount(position, minlength=bins)
     sums = np.bincount(position, weights=values, minlength=bins)
-    curve = np.full(bins, np.nan)
-    last = np.nan
-    for j in range(bins):
-        last = sums[j] / counts[j] if counts[j] else last
-        curve[j] = last
+    last = np.maximum.accumulate(np.where(counts > 0, np.arange(bins), -1))  # the last point set
+    curve = np.where(last >= 0, sums[last] / np.maximum(counts[last], 1), np.nan)
+    reached = total_steps if trained is None else trained
+    curve[np.arange(1, bins + 1) * total_steps > reached * bins] = np.nan  # exact: no float
     return curve
 
 
 def quartiles(curves: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(25th percentile, median, 75th percentile) over rows (seeds), per grid point; NaN where
-    no row has a value yet."""
+    """(25th percentile, median, 75th percentile) over rows (seeds), per grid point, or NaN."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns give NaN, as wanted
         low, median, high = np.nanpercentile(np.asarray(curves), [25, 50, 75], axis=0)
@@ -48,8 +50,7 @@ def median(curves) -> np.ndarray:
 
 
 def normalized(score, random_score: float, reference: float):
-    """(score − random) / |reference − random|: the paper's Equation 4 with the human score
-    as reference (human-normalized) or the best uniform Double DQN score (baseline-normalized)."""
+    """The paper's Equation 4: (score − random) / |reference − random|, against human or uniform."""
     return (np.asarray(score, dtype=np.float64) - random_score) / abs(reference - random_score)
 
 
@@ -87,15 +88,12 @@ class LearningSpeed:
 
 
 def learning_speed(
-    medians: dict[tuple[str, str], np.ndarray], random_scores: dict[str, float]
+    medians: dict[tuple[str, str], np.ndarray], random_scores
 ) -> list[LearningSpeed]:
-    """Figure 4 from the per-(game, variant) median curves.
-
-    Per game the baseline is the UNIFORM variant's median curve: its maximum is 100 % for the
-    left panel and its mean over all of training for the right one, so uniform itself reaches
-    100 % by the end. Games without a uniform run, or whose baseline equals the random score
-    (nothing to normalize by), are left out.
-    """
+    """Figure 4 from the (game, variant) -> median curves. Per game the baseline is the UNIFORM
+    variant's median curve: its maximum is 100 % for the left panel, its mean over all of
+    training for the right one, so uniform itself reaches 100 % by the end. Games without a
+    uniform run, or whose baseline is the random score (nothing to normalize by), are left out."""
     baselines = {}
     for (game, variant), curve in medians.items():
         reference = (np.nanmax(curve), np.nanmean(curve))
@@ -106,23 +104,12 @@ def learning_speed(
         games = sorted(g for g, v in medians if v == variant and g in baselines)
         if not games:
             continue
-        best = [
-            normalized(running_max(medians[g, variant]), random_scores[g], baselines[g][0])
-            for g in games
-        ]
-        mean = [
-            normalized(running_mean(medians[g, variant]), random_scores[g], baselines[g][1])
-            for g in games
-        ]
-        best_curve, mean_curve = median(best), median(mean)
-        speeds.append(
-            LearningSpeed(
-                variant,
-                len(games),
-                best_curve,
-                mean_curve,
-                equivalence_point(best_curve),
-                equivalence_point(mean_curve),
+        so_far = []
+        for i, accumulate in enumerate((running_max, running_mean)):
+            scores = [accumulate(medians[game, variant]) for game in games]
+            references = [(random_scores[game], baselines[game][i]) for game in games]
+            so_far.append(
+                median([normalized(s, *r) for s, r in zip(scores, references, strict=True)])
             )
-        )
+        speeds.append(LearningSpeed(variant, len(games), *so_far, *map(equivalence_point, so_far)))
     return speeds

@@ -2,325 +2,248 @@
 
     python -m reporting export RUN_OR_MULTIRUN_DIR [...] --out results
 
-Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<total frames>/ (e.g.
-results/pong/proportional/seed0_10M/), a run of another family below OUT/<family>/ (e.g.
-results/minatar/breakout/dqn-uniform/seed0_1M/), as small files: its `config.yaml` and
-`provenance.yaml` (copied; for a run from before runs recorded their provenance, one that
-says it is unknown), its periodic tests `evaluations.csv` and its training episodes
-`training_returns.csv`; and, copied where the run has them, its `changes.yaml` and the
-reports of `python evaluate.py RUN_DIR` (`evaluation_<protocol>.json` and `.csv`, each
-protocol's). No checkpoint, snapshot or event file is copied. The variant is the
-replay kind for a run with the paper's agent and replay settings, and names any other
-setting that differs (`artifacts.run_directory.variant_name`).
+Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<budget>/ (results/pong/proportional/
+seed0_10M/), a run of another family below OUT/<family>/ (results/minatar/breakout/dqn-uniform/
+seed0_1M/), a run that has not finished (no final snapshot) to that name ending in `_unfinished`,
+which its finished export replaces. Its files (`reporting.results`): config.yaml and
+provenance.yaml copied (one that says the code is unknown for a run from before runs recorded
+it), its periodic tests, its training episodes and how far it trained; copied where the run has
+them, changes.yaml and evaluate.py's reports. No checkpoint, snapshot or event file. The
+variant names what differs from the paper's agent and replay (`run_directory.variant_name`).
 
-This is the one reader of run directories' TensorBoard events (`read_run`): every report reads
-exported runs (`reporting.results`). An exported run given again is read from its own files.
+Everything is checked before anything is written, and each file written whole or not at all,
+config.yaml last: an export that fails part-way leaves no file cut and no run without its files,
+and running it again works. This is the one reader of TensorBoard events; an exported run given
+again is read from its own files.
 """
 
 import csv
+import io
 import json
-import shutil
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tensorboard.backend.event_processing.event_accumulator import (
-    SCALARS,
-    TENSORS,
-    EventAccumulator,
-)
+from tensorboard.backend.event_processing import event_accumulator as events
 
+from artifacts.atomic import write_atomically
 from artifacts.command_line import unwritable_reason
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.provenance import NOT_RECORDED, PROVENANCE
-from artifacts.run_directory import CONFIG, RunDirectory, find_runs, read_yaml_file
+from artifacts.run_directory import CONFIG, FINAL_SNAPSHOT, RunDirectory, find_runs
 from evaluation.scores import normalized_score
-from reporting.results import (
-    EVALUATION_COLUMNS,
-    EVALUATIONS,
-    RETURN_COLUMNS,
-    TRAINING_RETURNS,
-    destination,
-    read_snapshot_evaluation,
-)
-from reporting.score_table import GAME_COLUMNS, RAW_GAME_COLUMNS, report_files
+from reporting import results
+from reporting.results import EVALUATIONS, TRAINED, TRAINING_RETURNS, ExportedRun
 
 EVAL_TAG = "eval/score"  # the periodic test's mean score, against agent steps
 EPISODE_TAG = "episode/return"
 EPISODES_TAG = "eval/episodes"
 EPISODE_SCORES_TAG = "eval/episode_scores"  # a text summary: the scores as a JSON list
 TEXT_SUFFIX = "/text_summary"  # what SummaryWriter.add_text appends to the tag
+UNFINISHED = "_unfinished"  # ends the directory name of a run exported before it finished
 
 
 class ExportError(ValueError):
     """A refusal, raised before anything is written."""
 
 
-@dataclass(frozen=True)
-class Export:
-    """A run's rows as they are written: the cells of evaluations.csv and training_returns.csv;
-    and the files copied as they are, checked (`copied_files`)."""
-
-    info: RunDirectory
-    evaluations: list[tuple[str, ...]]
-    returns: list[tuple[str, ...]]
-    notes: tuple[str, ...] = ()  # what could not be read: a last event cut short
-    copies: tuple[Path, ...] = ()
+def destination(info: RunDirectory, out: Path, finished: bool) -> Path:
+    """Where the run of `info` is exported below `out` (the module docstring's layout)."""
+    below = out if info.family == results.ATARI_FAMILY else out / info.family
+    budget = results.count_name(info.total_frames) + ("" if finished else UNFINISHED)
+    return below / info.game / info.variant / f"seed{info.seed}_{budget}"
 
 
-def checked_event_files(tensorboard_dir: Path) -> list[str]:
-    """Checks every record of the event files TensorBoard reads in `tensorboard_dir` (its
-    reader stops at a damaged one without a word, dropping every later event): an
-    ExportError names the first record that fails its checksum; a file that ends inside its
-    last record (a run stopped while writing it, or one still running) gives a note."""
+def read_events(directory: Path) -> tuple[dict, dict, list[str]]:
+    """(tag -> (steps, values) of every scalar, tag of add_text -> {step: text}, notes) of the
+    event files, each record checked first (TensorBoard's reader drops, silently, every event
+    from a damaged one on): an ExportError names the first that fails its checksum, a file cut
+    inside its last record (a run stopped while writing it) gets a note. A step logged twice (a
+    resumed run repeating a stretch) keeps its last value."""
+    if not directory.is_dir():
+        return {}, {}, []
     notes = []
-    for path in sorted(tensorboard_dir.glob(EVENT_FILES)):
+    for path in sorted(directory.glob(EVENT_FILES)):
         damage = first_damage(path)
-        if damage is None:
-            continue
-        if not damage.cut_short:
+        if damage is not None and not damage.cut_short:
             raise ExportError(
                 f"{damage}: the events from there on would be missing from the export; restore "
                 f"the file, or cut it there (truncate -s {damage.offset} {path}) to export the "
                 "events before it"
             )
-        notes.append(f"{damage}: the event there is not exported (a run stopped while writing it?)")
-    return notes
-
-
-def read_events(tensorboard_dir: Path) -> tuple[EventAccumulator | None, list[str]]:
-    """Every event of the run's event files (no reservoir sampling), once their records are
-    checked (`checked_event_files`), and the notes of that check; None without a directory
-    (a run that never logged)."""
-    if not tensorboard_dir.is_dir():
-        return None, []
-    notes = checked_event_files(tensorboard_dir)
-    accumulator = EventAccumulator(str(tensorboard_dir), size_guidance={SCALARS: 0, TENSORS: 0})
-    accumulator.Reload()
-    return accumulator, notes
-
-
-def _latest_per_step(events, value) -> dict[int, object]:
-    """A step logged twice (a resumed run repeating a stretch) keeps its last value."""
-    return {event.step: value(event) for event in events}
-
-
-def scalars_of(events: EventAccumulator | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """tag -> (steps, values), sorted by step."""
-    curves = {}
-    for tag in events.Tags()[SCALARS] if events else ():
-        latest = _latest_per_step(events.Scalars(tag), lambda event: event.value)
+        if damage is not None:
+            notes.append(f"{damage}: the event there is not exported (stopped while writing it?)")
+    every = {events.SCALARS: 0, events.TENSORS: 0}  # no reservoir sampling
+    logged = events.EventAccumulator(str(directory), size_guidance=every)
+    logged.Reload()
+    scalars = {}
+    for tag in logged.Tags()[events.SCALARS]:
+        latest = {event.step: event.value for event in logged.Scalars(tag)}
         steps = np.array(sorted(latest), dtype=np.int64)
-        curves[tag] = (steps, np.array([latest[s] for s in steps], dtype=np.float64))
-    return curves
-
-
-def texts_of(events: EventAccumulator | None) -> dict[str, dict[int, str]]:
-    """tag (as given to add_text) -> {step: text}."""
-    texts = {}
-    for tag in events.Tags()[TENSORS] if events else ():
-        if events.SummaryMetadata(tag).plugin_data.plugin_name == "text":
-            texts[tag.removesuffix(TEXT_SUFFIX)] = _latest_per_step(
-                events.Tensors(tag), lambda event: event.tensor_proto.string_val[0].decode()
-            )
-    return texts
+        scalars[tag] = (steps, np.array([latest[step] for step in steps], dtype=np.float64))
+    texts = {
+        tag.removesuffix(TEXT_SUFFIX): {
+            event.step: event.tensor_proto.string_val[0].decode() for event in logged.Tensors(tag)
+        }
+        for tag in logged.Tags()[events.TENSORS]
+        if logged.SummaryMetadata(tag).plugin_data.plugin_name == "text"
+    }
+    return scalars, texts, notes
 
 
 def number(value: float) -> str:
-    """The shortest text that reads back as the same float32, TensorBoard's precision:
-    12.333333, not 12.333333015441895; 12, not 12.0."""
+    """The shortest text that reads back as the same float32: 12.333333, not 12.3333330154; 12."""
     return np.format_float_positional(np.float32(value), trim="-")
 
 
-def evaluation_rows(info: RunDirectory, scalars: dict, texts: dict) -> list[tuple[str, ...]]:
-    """One row per periodic test; the normalized score uses the no-op reference table, as the
-    training loop's `eval/normalized_score` does. Absent values are empty cells, and so is
-    the normalized score of a game without human reference scores (MinAtar's)."""
-    has_reference = info.environment_kind.has_human_reference
-    steps, means = scalars.get(EVAL_TAG, ((), ()))
+def read_run(info: RunDirectory) -> tuple[ExportedRun, list[str]]:
+    """(the run as exported, from its events: trained to its last step if it finished, else to
+    the last step it logged; notes on its events), its files to copy checked; an exported run
+    as it is. A normalized score uses the no-op reference table as the training loop does; an
+    absent value, or a normalized score without human reference scores (MinAtar), is empty."""
+    if not info.tensorboard.is_dir() and (info.path / TRAINING_RETURNS).is_file():
+        return results.read_export(info), []
+    results.whole_text(info.config_file)
+    results.copied_files(info)
+    scalars, texts, notes = read_events(info.tensorboard)
+    normalized = info.environment_kind.has_human_reference
     episodes = dict(zip(*scalars.get(EPISODES_TAG, ((), ())), strict=True))
     scores = texts.get(EPISODE_SCORES_TAG, {})
-    rows = []
-    for step, mean in zip(steps, means, strict=True):
-        count = episodes.get(step)
-        listed = json.loads(scores[step]) if step in scores else []
-        rows.append(
-            (
-                str(step),
-                str(step * info.frame_skip),
-                "" if count is None else str(int(count)),
-                number(mean),
-                number(normalized_score(mean, info.game, "noop")) if has_reference else "",
-                " ".join(number(score) for score in listed),
-            )
+    evaluations = [
+        (
+            str(step),
+            str(step * info.frame_skip),
+            "" if episodes.get(step) is None else str(int(episodes[step])),
+            number(mean),
+            number(normalized_score(mean, info.game, "noop")) if normalized else "",
+            " ".join(map(number, json.loads(scores[step]) if step in scores else [])),
         )
-    return rows
-
-
-def return_rows(info: RunDirectory, scalars: dict) -> list[tuple[str, ...]]:
-    steps, returns = scalars.get(EPISODE_TAG, ((), ()))
-    return [
-        (str(step), str(step * info.frame_skip), number(value))
-        for step, value in zip(steps, returns, strict=True)
+        for step, mean in zip(*scalars.get(EVAL_TAG, ((), ())), strict=True)
     ]
+    returns = [
+        (str(step), str(step * info.frame_skip), number(value))
+        for step, value in zip(*scalars.get(EPISODE_TAG, ((), ())), strict=True)
+    ]
+    # `<section>_vs_frames/*` tags are logged against frames (training.progress), not steps.
+    logged = [int(steps[-1]) for tag, (steps, _) in scalars.items() if "_vs_frames/" not in tag]
+    finished = info.final_snapshot.is_file()
+    steps = info.total_steps if finished else max(logged, default=0)
+    return ExportedRun(info, evaluations, returns, steps, finished), notes
 
 
-def csv_rows(path: Path) -> list[tuple[str, ...]]:
-    """The rows of an exported CSV file below its header; none without the file."""
-    if not path.is_file():
-        return []
-    with path.open(newline="") as file:
-        return [tuple(row) for row in list(csv.reader(file))[1:]]
+def collect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[ExportedRun], list[str]]:
+    """(the runs below `paths` (`read_run`), each once; notes on their events and on scores
+    without a run's config); earlier exports below `out` are not runs. An ExportError names a
+    path without a run."""
+    infos, notes = {}, []
 
+    def outside(directory: Path) -> bool:
+        return out is None or Path(out).resolve() not in directory.resolve().parents
 
-def check_score_table(path: Path) -> None:
-    """A CSV report of evaluate.py starts with the header of one of its tables."""
-    try:
-        with path.open(newline="", encoding="utf-8") as file:
-            header = tuple(next(csv.reader(file), ()))
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
-        raise ValueError(f"{path} is unreadable: {error}") from None
-    if header not in (GAME_COLUMNS, RAW_GAME_COLUMNS):
-        raise ValueError(f"{path} is not evaluate.py's report: its header is not a score table's")
-
-
-def check_changes(path: Path) -> None:
-    """changes.yaml lists the changes (`training.run_record`)."""
-    if not isinstance(read_yaml_file(path, "record of changes"), list):
-        raise ValueError(f"record of changes {path} holds no list of changes")
-
-
-# How each file copied as it is gets checked, by its suffix.
-COPY_CHECKS = {".yaml": check_changes, ".json": read_snapshot_evaluation, ".csv": check_score_table}
-
-
-def copied_files(info: RunDirectory) -> tuple[Path, ...]:
-    """The run's files an export copies as they are: its changes.yaml and evaluate.py's reports
-    on it, those it has. Each is checked (COPY_CHECKS): an ExportError names one that does not
-    read as what it should be."""
-    patterns = report_files(info.path, "*")
-    reports = [path for pattern in patterns for path in info.path.glob(pattern.name)]
-    copies = sorted(reports) + ([info.changes_file] if info.changes_file.is_file() else [])
-    for path in copies:
-        try:
-            COPY_CHECKS[path.suffix](path)
-        except ValueError as error:
-            raise ExportError(str(error)) from None
-    return tuple(copies)
-
-
-def read_run(info: RunDirectory) -> Export:
-    """The run's rows from its TensorBoard events (none for a run that logged nothing); an
-    exported run's, without events and with its CSV files, as they are written there."""
-    copies = copied_files(info)
-    if not info.tensorboard.is_dir() and (info.path / TRAINING_RETURNS).is_file():
-        rows = (csv_rows(info.path / name) for name in (EVALUATIONS, TRAINING_RETURNS))
-        return Export(info, *rows, copies=copies)
-    events, notes = read_events(info.tensorboard)
-    scalars = scalars_of(events)
-    evaluations = evaluation_rows(info, scalars, texts_of(events))
-    return Export(info, evaluations, return_rows(info, scalars), tuple(notes), copies)
-
-
-def collect(paths: Sequence[Path], out: Path) -> tuple[list[Export], list[str]]:
-    """(the runs below `paths` with something to export, notes on those left out); each run
-    once, however many of `paths` hold it. Earlier exports below `out` are not runs."""
-    infos = {}
-    for path in paths:
-        found = [
-            info
-            for info in (find_runs(path) if Path(path).is_dir() else [])
-            if Path(out).resolve() not in info.path.resolve().parents
-        ]
-        if not found:
+    for path in map(Path, paths):
+        runs = find_runs(path) if path.is_dir() else []
+        strays = results.stray_scores(path, runs) if path.is_dir() else []
+        if not any(outside(info.path) for info in runs):
+            where = " (outside --out)" if out else ""
             raise ExportError(
-                f"{path} holds no run: no config.yaml with a replay.kind below it (outside --out)"
+                f"{path} holds no run: no config.yaml with a replay.kind below it{where}"
             )
-        infos.update((info.path.resolve(), info) for info in found)
-    exports, notes = [], []
-    for export in map(read_run, infos.values()):
-        notes += [f"{export.info.path}: {note}" for note in export.notes]
-        if export.evaluations or export.returns:
-            exports.append(export)
-        else:
-            notes.append(
-                f"{export.info.path}: no `{EVAL_TAG}` or `{EPISODE_TAG}` logged, not exported"
-            )
-    if not exports:
-        raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
-    return exports, notes
+        notes += [f"{stray}: {results.STRAY}" for stray in strays if outside(stray)]
+        infos.update((info.path.resolve(), info) for info in runs if outside(info.path))
+    runs = []
+    for run, run_notes in map(read_run, infos.values()):
+        runs.append(run)
+        notes += [f"{run.info.path}: {note}" for note in run_notes]
+    return runs, notes
 
 
-def check_destinations(exports: Sequence[Export], out: Path) -> None:
+def exported_config(target: Path) -> dict | None:
+    """The config exported at `target`; None without a run's (an empty config.yaml is what an
+    export stopped before exports were written whole left)."""
+    exported = RunDirectory(target)
+    return exported.config if exported.config_file.is_file() and exported.kind else None
+
+
+def check_destinations(runs: Sequence[ExportedRun], out: Path) -> None:
     """Refuses two runs with one destination, a destination that holds the export of a run
     with another config, and one that cannot be written."""
-    claimed: dict[Path, Export] = {}
-    for export in exports:
-        target = destination(export.info, out)
+    claimed: dict[Path, ExportedRun] = {}
+    for run in runs:
+        target = destination(run.info, out, run.finished)
         if target in claimed:
             raise ExportError(
-                f"{claimed[target].info.path} and {export.info.path} would "
-                f"both be exported to {target}; export them to separate --out"
+                f"{claimed[target].info.path} and {run.info.path} would both be exported to "
+                f"{target}; export them to separate --out"
             )
-        claimed[target] = export
+        claimed[target] = run
         # Settings, not bytes: a newer version may write the same settings in another order.
-        exported = RunDirectory(target)
-        if exported.config_file.exists() and exported.config != export.info.config:
-            raise ExportError(
-                f"{target} holds the export of a run with another config; "
-                "delete it or choose another --out"
-            )
-        reason = unwritable_reason(target)
-        if reason is not None:
+        if exported_config(target) not in (None, run.info.config):
+            another = "holds the export of a run with another config"
+            raise ExportError(f"{target} {another}; delete it or choose another --out")
+        if (reason := unwritable_reason(target)) is not None:
             raise ExportError(f"cannot write {target}: {reason}")
 
 
-def _write_csv(path: Path, columns: Sequence[str], rows) -> None:
-    with path.open("w", newline="") as file:
-        writer = csv.writer(file, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
-
-
-def write(export: Export, directory: Path) -> Path:
-    """The run's files into `directory` (made if needed); returns it. A run without a
-    provenance.yaml gets one that records no start: its code is unknown."""
+def write(run: ExportedRun, directory: Path) -> Path:
+    """The run's files into `directory`, each whole or not at all, config.yaml last; returns
+    it. A run without a provenance.yaml gets one that records no start: its code is unknown."""
+    info = run.info
     directory.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(export.info.config_file, directory / CONFIG)
-    if export.info.provenance_file.is_file():
-        shutil.copyfile(export.info.provenance_file, directory / PROVENANCE)
-    else:
-        (directory / PROVENANCE).write_text(NOT_RECORDED + "starts: []\n")
-    _write_csv(directory / EVALUATIONS, EVALUATION_COLUMNS, export.evaluations)
-    _write_csv(directory / TRAINING_RETURNS, RETURN_COLUMNS, export.returns)
-    for source in export.copies:
-        shutil.copyfile(source, directory / source.name)
+    for name, columns, rows in (
+        (EVALUATIONS, results.EVALUATION_COLUMNS, run.evaluation_rows),
+        (TRAINING_RETURNS, results.RETURN_COLUMNS, run.return_rows),
+    ):
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows([columns, *(rows or [])])
+        write_atomically(directory / name, text.getvalue().encode("utf-8"))
+    for source in results.copied_files(info):
+        write_atomically(directory / source.name, source.read_bytes())
+    recorded = info.provenance_file.read_bytes() if info.provenance_file.is_file() else b""
+    write_atomically(directory / PROVENANCE, recorded or f"{NOT_RECORDED}starts: []\n".encode())
+    trained = (
+        f"# How far the run had trained when it was exported; finished: it had written its "
+        f"final snapshot ({FINAL_SNAPSHOT}).\nsteps: {run.steps}\nframes: {run.trained_frames}\n"
+        f"finished: {str(run.finished).lower()}\n"
+    )
+    write_atomically(directory / TRAINED, trained.encode("utf-8"))
+    write_atomically(directory / CONFIG, info.config_file.read_bytes())
     return directory
 
 
-def export_scratch(directories: Sequence[Path], scratch: Path) -> dict[Path, Path]:
-    """Every run at or below `directories` (run directories or exports) written into `scratch`
-    for a report, at its path relative to its directory below that directory's number: not
-    export's own layout, where runs that differ in a setting the variant does not name (a
-    sweep over α) would share a destination. Returns each copy's directory -> the run's own;
-    raises ExportError for a directory without a run."""
-    sources = {}
-    for number, directory in enumerate(directories):
-        infos = find_runs(directory)
-        if not infos:
-            raise ExportError(
-                f"{directory} holds no run: no config.yaml with a replay.kind below it"
-            )
-        for info in infos:
-            target = scratch / str(number) / info.path.relative_to(directory)
-            sources[write(read_run(info), target)] = info.path
-    return sources
+def remove_unfinished(run: ExportedRun, out: Path) -> None:
+    """A finished run's export replaces its unfinished one, if that is this run's (its config):
+    its files go, then its directory if empty."""
+    earlier = destination(run.info, out, finished=False)
+    if not run.finished or exported_config(earlier) != run.info.config:
+        return
+    copies = results.copied_files(RunDirectory(earlier))
+    for path in (*copies, *(earlier / name for name in (TRAINED, EVALUATIONS, TRAINING_RETURNS))):
+        path.unlink(missing_ok=True)
+    for name in (PROVENANCE, CONFIG):  # the run's config last: a run until the end
+        (earlier / name).unlink()
+    if not any(earlier.iterdir()):
+        earlier.rmdir()
 
 
-def export_runs(paths: Sequence[Path], out: Path) -> tuple[list[Path], list[str]]:
-    """(the directories written, notes on the runs left out); raises ExportError before
+def build(paths: Sequence[Path], out: Path) -> list[Path]:
+    """Exports the runs below `paths` into `out`; returns the directories written. The notes
+    on runs left out (those that logged no score) go to stderr. Raises ExportError before
     writing anything."""
-    exports, notes = collect(paths, out)
-    check_destinations(exports, out)
-    return [write(export, destination(export.info, out)) for export in exports], notes
+    runs, notes = collect(paths, out)
+    logged = [run for run in runs if run.evaluation_rows or run.return_rows]
+    notes += [
+        f"{run.info.path}: no `{EVAL_TAG}` or `{EPISODE_TAG}` logged, not exported"
+        for run in runs
+        if run not in logged
+    ]
+    if not logged:
+        raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
+    check_destinations(logged, out)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    written = []
+    for run in logged:
+        written.append(write(run, destination(run.info, out, run.finished)))
+        remove_unfinished(run, out)
+    return written

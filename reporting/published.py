@@ -2,16 +2,15 @@
 
     python -m reporting published results --out results/report
 
-Reads the Atari runs that `python -m reporting export` wrote (config.yaml, evaluations.csv)
-and writes into OUT, per game, published_<game>.png (each replay variant's periodic-test score
-against frames, median and min–max over runs, with Dopamine's curves over the same frames) and
-training_<game>.png (each variant's mean training return per 1M-frame iteration, the measure
-Dopamine published, beside its curves), and report.md (per game and variant, the test score at
-the last frame count all its runs share, and the training return of the last iteration all its
-runs completed; per run, its evaluation after training by `python evaluate.py RUN_DIR`, where
-it has one: `reporting.evaluation_table`). Dopamine's curves are training returns under
-another protocol (sticky actions, no no-op starts, ε at 0.01 after 1M frames;
-reporting/data/README.md): a reference for the order of magnitude only.
+Reads the exported Atari runs and writes into OUT, per game, published_<game>.png (each
+setting's periodic-test score against frames, median and min–max over runs, with Dopamine's
+curves) and training_<game>.png (the mean training return per 1M-frame iteration, the measure
+Dopamine published), and report.md (per game and setting, the test score at the last frame
+count all its runs share, the training return of the last iteration all completed; per run,
+its evaluation by `python evaluate.py RUN_DIR`, where it has one). A setting is a variant and
+what else tells its runs apart (a budget, a β schedule): only seeds are pooled. Dopamine's
+curves are training returns under another protocol (reporting/data/README.md): a reference for
+the order of magnitude only.
 """
 
 import functools
@@ -20,191 +19,172 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib.figure import Figure
 
-from artifacts.provenance import code_of
 from envs.games import resolve_game
 from evaluation.scores import normalized_score, reference_scores
-from reporting.dopamine import (
-    DOPAMINE_AGENTS,
-    ITERATION_FRAMES,
-    Band,
-    band_over,
-    dopamine_at,
-    iteration_means,
-)
-from reporting.evaluation_table import evaluation_section
-from reporting.markdown import format_percent, format_score, markdown_row, report_end
-from reporting.plots import DOPAMINE_COLOURS, label, variant_colours
-from reporting.results import (
-    ATARI_FAMILY,
-    EVALUATIONS,
-    ExportedRun,
-    by_variant,
-    count_name,
-    kind_key,
-    read_results,
-)
+from reporting import report, results
+from reporting.results import ExportedRun, count_name
+
+NOOP = "noop"  # evaluate.py's default protocol, whose reference scores the report uses
+DOPAMINE_CSV = "dopamine_baselines_training_returns.csv"
+DOPAMINE_AGENTS = ("DQN", "Rainbow")
+ITERATION_FRAMES = 1_000_000  # Dopamine's iteration: its curves' points are 1M frames apart
+
+
+@dataclass(frozen=True)
+class Band:
+    """A curve against frames: the median and the min–max range over runs."""
+
+    frames: np.ndarray
+    median: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def until(self, frames: int) -> "Band":
+        keep = self.frames <= frames
+        return Band(self.frames[keep], self.median[keep], self.low[keep], self.high[keep])
+
+    def cell(self, index: int) -> str:
+        return report.format_interval(self.median[index], self.low[index], self.high[index])
+
+
+@functools.cache
+def dopamine_curves() -> dict[tuple[str, str], Band]:
+    """(ROM id, agent) -> Dopamine's curve; its game names (`mspacman`) resolve like ours."""
+    rows: dict[tuple[str, str], list[tuple[float, ...]]] = {}
+    columns = ("frames", "median_return", "min_return", "max_return")
+    for row in results.packaged_rows(DOPAMINE_CSV):
+        key = (resolve_game(row["game"]).rom_id, row["agent"])
+        rows.setdefault(key, []).append(tuple(float(row[column]) for column in columns))
+    return {key: Band(*np.array(sorted(points)).T) for key, points in rows.items()}
+
+
+def band_over(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> Band:
+    """(frames, values) curves -> their band over the union of their frame counts, each point
+    over the curves that have it."""
+    frames = np.unique(np.concatenate([f for f, _ in curves]))
+    points = [[v[f == at][0] for f, v in curves if at in f] for at in frames]
+    return Band(frames, *(np.array([op(p) for p in points]) for op in (np.median, np.min, np.max)))
+
+
+def iteration_means(frames: np.ndarray, returns: np.ndarray, trained_frames: int) -> tuple:
+    """(k·I, mean return of the training episodes that ended in ((k − 1)·I, k·I]) for each
+    iteration k of I = 1M frames that the run completed (k·I ≤ `trained_frames`) and in which
+    an episode ended: Dopamine's measure, an episode counted in the iteration it ends in."""
+    iteration = -(-np.asarray(frames) // ITERATION_FRAMES)  # ceil: an end at k·I is in k
+    complete = np.arange(1, trained_frames // ITERATION_FRAMES + 1)
+    present = complete[np.isin(complete, iteration)]
+    means = np.array([np.mean(returns[iteration == k]) for k in present])
+    return present * ITERATION_FRAMES, means
+
+
+def dopamine_at(game: str, frames: int) -> tuple[int | None, dict[str, Band]]:
+    """(Dopamine's last frame count ≤ `frames`, each agent's curve up to it); (None, {}) for a
+    game Dopamine did not publish or a run shorter than its first point."""
+    published = {agent: dopamine_curves().get((game, agent)) for agent in DOPAMINE_AGENTS}
+    curves = {agent: band.until(frames) for agent, band in published.items() if band is not None}
+    curves = {agent: band for agent, band in curves.items() if band.frames.size}
+    last = max((int(band.frames[-1]) for band in curves.values()), default=None)
+    return last, curves
 
 
 @dataclass(frozen=True)
 class Variant:
-    """The runs of one game and variant (`RunDirectory.variant`): their band over the union of
-    their test frame counts (each point over the runs tested there), the last frame count
-    all share, and the band of their training returns per iteration."""
+    """A group of runs, each with a periodic test: their band over the union of their test
+    frame counts (each point over the runs tested there), the last frame count all share, and
+    the band of their training returns per iteration (None before the first)."""
 
-    game: str
-    name: str
-    kind: str  # the replay kind of every run of the variant
-    runs: tuple[ExportedRun, ...]  # each with at least one periodic test
+    group: report.Group
     band: Band
     shared: int | None
-    training: Band | None  # iteration means of the training returns; None before the first
+    training: Band | None
+
+    @property
+    def name(self) -> str:
+        """The group's setting but its budget, which has its own column and legend."""
+        return self.group.named((report.BUDGET_KEY,))
+
+    @property
+    def legend(self) -> str:
+        """Its name in a figure, with its budget: a variant at two budgets is two experiments."""
+        return f"{report.label(self.name)}, {count_name(self.group.runs[0].info.total_frames)}"
 
 
-def tested_runs(results_dir: Path) -> tuple[list[ExportedRun], list[str]]:
-    """(the exported Atari runs with at least one periodic test, notes on the others). Runs of
-    other families are left out with one note per family: Dopamine published Atari games, and
-    the human reference scores are Atari's."""
-    runs, others = read_results(results_dir, ATARI_FAMILY)
-    tested, notes = [], []
-    for run in runs:
-        if run.tests is None:
-            notes.append(f"{run.info.path}: no {EVALUATIONS} (not an exported run), left out")
-        elif not run.tests.size:
-            notes.append(f"{run.info.path}: no periodic test, left out")
-        else:
-            tested.append(run)
-    notes += [
-        f"{count} {family} run(s) left out (not Atari): python -m reporting {family}"
-        for family, count in others.items()
+def variant(group: report.Group) -> Variant:
+    shared = functools.reduce(np.intersect1d, (run.tests.frames for run in group.runs))
+    returns = [run for run in group.runs if run.returns is not None]
+    iterations = [
+        iteration_means(run.returns.frames, run.returns.values, run.trained_frames)
+        for run in returns
     ]
-    return tested, notes
-
-
-def trained_frames(run: ExportedRun) -> int:
-    """The frames a run is known to have trained: its last periodic test or its last training
-    episode, whichever came later."""
-    ends = [series.frames[-1] for series in (run.tests, run.returns) if series and series.size]
-    return int(max(ends, default=0))
-
-
-def training_band(runs: Sequence[ExportedRun]) -> Band | None:
-    curves = [
-        iteration_means(run.returns.frames, run.returns.values, trained_frames(run))
-        for run in runs
-        if run.returns is not None
-    ]
-    curves = [curve for curve in curves if curve[0].size]
-    return band_over(curves) if curves else None
-
-
-def last_shared_frames(runs: Sequence[ExportedRun]) -> int | None:
-    shared = functools.reduce(np.intersect1d, (run.tests.frames for run in runs))
-    return int(shared[-1]) if shared.size else None
-
-
-def by_budget(runs: Sequence[ExportedRun]) -> list[tuple[ExportedRun, ...]]:
-    """The runs split by their length: runs of another budget are another experiment (β is
-    annealed over the run's own length), never pooled."""
-    budgets = sorted({run.info.total_frames for run in runs})
-    return [tuple(run for run in runs if run.info.total_frames == b) for b in budgets]
-
-
-def group_variants(runs: Sequence[ExportedRun]) -> list[Variant]:
-    """By game, then replay kind in the paper's order, then variant name, then budget."""
-    variants = [
-        Variant(
-            game,
-            name,
-            members[0].info.kind,
-            members,
-            band_over([(run.tests.frames, run.tests.values) for run in members]),
-            last_shared_frames(members),
-            training_band(members),
-        )
-        for (game, name), runs_of_variant in by_variant(runs).items()
-        for members in by_budget(runs_of_variant)
-    ]
-    return sorted(
-        variants,
-        key=lambda v: (v.game, kind_key(v.kind), v.name, v.runs[0].info.total_frames),
-    )
-
-
-def _budget(variant: Variant) -> str:
-    info = variant.runs[0].info  # every run of a variant has its budget (`by_budget`)
-    return f"{count_name(info.total_frames)} frames ({count_name(info.total_steps)} steps)"
+    iterations = [curve for curve in iterations if curve[0].size]
+    band = band_over([(run.tests.frames, run.tests.values) for run in group.runs])
+    last_shared = int(shared[-1]) if shared.size else None
+    return Variant(group, band, last_shared, band_over(iterations) if iterations else None)
 
 
 def variant_row(variant: Variant) -> str:
-    """One markdown row (columns in `markdown`)."""
-    game = resolve_game(variant.game)
-    seeds = ", ".join(str(run.info.seed) for run in variant.runs)
-    random_human = [format_score(value) for value in reference_scores(variant.game, "noop")]
-    cells = [game.name, variant.name, f"{len(variant.runs)} ({seeds})", _budget(variant)]
+    """One row of the score table (columns in `markdown`)."""
+    game, runs, info = variant.group.game, variant.group.runs, variant.group.runs[0].info
+    seeds = ", ".join(f"{run.info.seed}{'' if run.finished else ': unfinished'}" for run in runs)
+    budget = f"{count_name(info.total_frames)} frames ({count_name(info.total_steps)} steps)"
+    random_human = [report.format_score(value) for value in reference_scores(game, "noop")]
+    cells = [resolve_game(game).name, variant.name, f"{len(runs)} ({seeds})", budget]
     if variant.shared is None:
         cells += ["–", "–", *random_human, "–", "–", "–", "–"]
     else:
         index = int(np.flatnonzero(variant.band.frames == variant.shared)[0])
-        at, references = dopamine_at(variant.game, variant.shared)
-        score = variant.band.median[index]
+        at, references = dopamine_at(game, variant.shared)
         cells += [
             count_name(variant.shared),
             variant.band.cell(index),
             *random_human,
-            format_percent(normalized_score(score, variant.game, "noop")),
+            report.format_percent(normalized_score(variant.band.median[index], game, "noop")),
             "–" if at is None else count_name(at),
             *(references[a].cell(-1) if a in references else "–" for a in DOPAMINE_AGENTS),
         ]
-    return markdown_row([*cells, code_of(run.info.provenance for run in variant.runs)])
-
-
-def last_training_iteration(variant: Variant) -> int | None:
-    """The last iteration every run of the variant completed, in frames; None before one."""
-    ends = [int(trained_frames(run) // ITERATION_FRAMES * ITERATION_FRAMES) for run in variant.runs]
-    last = min(ends)
-    band = variant.training
-    return last if band is not None and last in band.frames else None
+    return report.markdown_row([*cells, variant.group.code])
 
 
 def training_row(variant: Variant) -> str:
-    """One markdown row of the training-return table (columns in `markdown`)."""
-    trained = ", ".join(
-        f"{trained_frames(run) / 1e6:.2f}M of {count_name(run.info.total_frames)}"
-        for run in variant.runs
-    )
-    cells = [resolve_game(variant.game).name, variant.name, str(len(variant.runs)), trained]
-    at = last_training_iteration(variant)
-    if at is None:
-        return markdown_row(cells + ["–"] * (2 + len(DOPAMINE_AGENTS)))
-    index = int(np.flatnonzero(variant.training.frames == at)[0])
-    references = dopamine_at(variant.game, at)[1]
+    """One row of the training-return table: at the last iteration every run completed."""
+    game, runs, iteration = variant.group.game, variant.group.runs, ITERATION_FRAMES
+    trained = [f"{r.trained_frames / 1e6:.2f}M of {count_name(r.info.total_frames)}" for r in runs]
+    cells = [resolve_game(game).name, variant.name, str(len(runs)), ", ".join(trained)]
+    at = min(run.trained_frames // iteration * iteration for run in runs)
+    if variant.training is None or at not in variant.training.frames:
+        return report.markdown_row(cells + ["–"] * (2 + len(DOPAMINE_AGENTS)))
+    references = dopamine_at(game, at)[1]
     cells += [
         count_name(at),
-        variant.training.cell(index),
-        *(
-            references[a].cell(-1) if a in references and references[a].frames[-1] == at else "–"
-            for a in DOPAMINE_AGENTS
-        ),
+        variant.training.cell(int(np.flatnonzero(variant.training.frames == at)[0])),
     ]
-    return markdown_row(cells)
+    for agent in DOPAMINE_AGENTS:
+        ours = agent in references and references[agent].frames[-1] == at
+        cells.append(references[agent].cell(-1) if ours else "–")
+    return report.markdown_row(cells)
 
 
-def markdown(
-    results_dir: Path, variants: Sequence[Variant], figures: Sequence[str], notes: Sequence[str]
-) -> str:
-    runs = sum(len(variant.runs) for variant in variants)
-    games = len({variant.game for variant in variants})
-    lines = [
-        f"# Results beside published curves: `{results_dir}`",
-        "",
-        f"Runs: {runs}; games: {games}. *Score*: the mean score of the periodic test (`eval/score`:"
-        " no-op starts, ε-greedy, the run's `evaluation` settings) at *frames*, the last frame "
-        "count at which every run of the variant was tested; median [min, max] over the runs. "
-        "*Random* and *human*: the no-op reference scores; *normalized*: (median − random) / "
-        "|human − random|.",
-        "",
+def evaluation_row(run: ExportedRun) -> str:
+    """One row of the table of evaluations after training."""
+    info, evaluated = run.info, run.evaluation(NOOP)
+    cells = [resolve_game(info.game).name, info.variant, str(info.seed)]
+    cells.append(f"{count_name(info.total_frames)} frames")
+    if evaluated is None:
+        return report.markdown_row([*cells, "not evaluated", "–", "–", "–", "–"])
+    score = evaluated.score
+    cells += [f"{evaluated.snapshot}, {count_name(score.frames)} frames", str(score.episodes)]
+    cells.append("–" if score.epsilon is None else f"{score.epsilon:g}")
+    score_cells = [
+        report.format_mean_error(score.mean, score.std),
+        report.format_percent(score.normalized),
+    ]
+    return report.markdown_row(cells + score_cells)
+
+
+def markdown(variants: Sequence[Variant]) -> list[str]:
+    """The report's own sections (`report.document` writes the rest)."""
+    return [
         "*Dopamine DQN* and *Rainbow*: the curves google/dopamine published, at their last "
         "point at or before *frames* (*Dopamine at*), median [min, max] over 5 runs. They are "
         "average **training** returns per 1M-frame iteration with sticky actions (p = 0.25) and "
@@ -212,12 +192,25 @@ def markdown(
         "target (reporting/data/README.md). Dopamine published 10 games; – for the others. "
         "*code*: the commits that ran the variant's runs (see Code below).",
         "",
-        "| game | variant | runs (seeds) | budget per run | frames | score | random | human | "
-        "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow | code |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-        *map(variant_row, variants),
+        *report.table(
+            "game | variant | runs (seeds) | budget per run | frames | score | random | human | "
+            "normalized | Dopamine at | Dopamine DQN | Dopamine Rainbow | code",
+            map(variant_row, variants),
+        ),
         "",
-        *evaluation_section([run for variant in variants for run in variant.runs]),
+        "## Evaluation after training",
+        "",
+        "`python evaluate.py RUN_DIR` on the run's snapshot (*snapshot*: the agent of its best "
+        "periodic test or its latest one, and the frames it had trained), with no-op starts "
+        "(1–30 random no-ops; by default 30 episodes, ε 0.01); exported with the run "
+        f"(`evaluation_{NOOP}.json`). *Score*: the mean over the episodes ± their standard "
+        "deviation; *normalized*: (mean − random) / |human − random| with the no-op reference "
+        "scores, as evaluate.py computed it. *not evaluated*: the run has no such report.",
+        "",
+        *report.table(
+            "game | variant | seed | budget | snapshot | episodes | ε | score | normalized",
+            (evaluation_row(run) for variant in variants for run in variant.group.runs),
+        ),
         "",
         "## Training returns",
         "",
@@ -229,87 +222,76 @@ def markdown(
         "Dopamine's DQN reaches 0.01 by 1M frames, so before 4.2M frames our returns are "
         "played with more random actions.",
         "",
-        "| game | variant | runs | frames trained | iteration | training return | "
-        "Dopamine DQN | Dopamine Rainbow |",
-        "|---|---|---|---|---|---|---|---|",
-        *map(training_row, variants),
-        "",
-        "## Figures",
+        *report.table(
+            "game | variant | runs | frames trained | iteration | training return | "
+            "Dopamine DQN | Dopamine Rainbow",
+            map(training_row, variants),
+        ),
         "",
     ]
-    provenances = (run.info.provenance for variant in variants for run in variant.runs)
-    return "\n".join([*lines, report_end(figures, provenances, notes)])
 
 
-def _draw_band(axes, band: Band, colour: str, legend: str, **line) -> None:
-    millions = band.frames / 1e6
-    axes.plot(millions, band.median, color=colour, label=legend, linewidth=1.5, **line)
-    axes.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
+def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title: str) -> None:
+    """One game: each variant's band (median, min–max over runs) of `bands` and Dopamine's
+    published curves dashed, against frames."""
+    figure, panel = report.axes(7, 4.5)
 
+    def draw(band: Band, colour: str, legend: str, **line) -> None:
+        millions = band.frames / 1e6
+        panel.plot(millions, band.median, color=colour, label=legend, linewidth=1.5, **line)
+        panel.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
 
-def plot_game(
-    variants: Sequence[Variant],
-    bands: Sequence[Band | None],
-    dopamine: Mapping[str, Band],
-    title: str,
-    path: Path,
-) -> None:
-    """One game: each variant's band (median, min–max over runs) and Dopamine's published
-    curves dashed, against frames."""
-    figure = Figure(figsize=(7, 4.5), dpi=100)
-    axes = figure.subplots()
-    # A variant at two budgets is two experiments: each its own colour and legend.
-    names = [f"{label(v.name)}, {count_name(v.runs[0].info.total_frames)}" for v in variants]
-    colours = variant_colours([(name, v.kind) for name, v in zip(names, variants, strict=True)])
-    for name, variant, band in zip(names, variants, bands, strict=True):
+    colours = report.variant_colours([(v.legend, v.group.kind) for v in variants])
+    for variant, band in zip(variants, bands, strict=True):
+        count = len(variant.group.runs)
         if band is not None:
-            count = len(variant.runs)
-            legend = f"{name} frames ({count} run{'s' if count != 1 else ''})"
-            _draw_band(axes, band, colours[name], legend, marker=".")
-    for agent, band in dopamine.items():
-        # Markers too: a run shorter than 2M frames overlaps one Dopamine point only.
-        _draw_band(
-            axes,
-            band,
-            DOPAMINE_COLOURS[agent],
-            f"Dopamine {agent} (training returns, sticky actions; reference only)",
-            linestyle="--",
-            marker="x",
-        )
-    random_score, _ = reference_scores(variants[0].game, "noop")
-    axes.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
-    axes.set_title(f"{resolve_game(variants[0].game).name}: {title}")
-    axes.set_xlabel("emulator frames (millions)")
-    axes.set_ylabel("score (median, min–max over runs)")
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, framealpha=0.5)  # see-through: points may lie behind it
-    figure.tight_layout()
-    figure.savefig(path)
+            legend = f"{variant.legend} frames ({count} run{'s' * (count != 1)})"
+            draw(band, colours[variant.legend], legend, marker=".")
+    for agent, band in references.items():  # markers: a short run overlaps one Dopamine point
+        legend = f"Dopamine {agent} (training returns, sticky actions; reference only)"
+        draw(band, report.DOPAMINE_COLOURS[agent], legend, linestyle="--", marker="x")
+    game = variants[0].group.game
+    random_score = reference_scores(game, "noop")[0]
+    panel.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
+    title, ylabel = f"{resolve_game(game).name}: {title}", "score (median, min–max over runs)"
+    # A see-through legend: points may lie behind it.
+    report.finish(panel, title, "emulator frames (millions)", ylabel, framealpha=0.5)
+    report.save(figure, path)
 
 
 def build(results_dir: Path, out: Path) -> Path:
-    """Writes the figures and report.md into `out`; returns report.md's path."""
-    runs, notes = tested_runs(results_dir)
-    if not runs:
+    """Writes the figures and report.md into `out`; returns report.md's path. Runs without a
+    periodic test, and runs of other families (Dopamine published Atari games; the human
+    reference scores are Atari's), are left out with a note."""
+    runs, found = results.read_runs(results_dir, results.ATARI_FAMILY)
+    tested, notes = report.with_scores(runs, "tests", results.EVALUATIONS, "periodic test")
+    notes += found
+    if not tested:
         detail = f" ({'; '.join(notes)})" if notes else ""
         raise ValueError(
             f"{results_dir} holds no exported run with a periodic test{detail}; "
             "export runs with: python -m reporting export RUN_DIR --out DIR"
         )
-    variants = group_variants(runs)
-    out.mkdir(parents=True, exist_ok=True)
-    figures = []
-    for game in sorted({variant.game for variant in variants}):
-        ours = [variant for variant in variants if variant.game == game]
-        last = max(int(variant.band.frames[-1]) for variant in ours)
-        dopamine = dopamine_at(game, last)[1]
-        figures.append(f"published_{game}.png")
-        tests = [variant.band for variant in ours]
-        plot_game(ours, tests, dopamine, "periodic test (no-op starts)", out / figures[-1])
-        training = [variant.training for variant in ours]
+    groups, repeats = report.by_setting(tested)
+    variants = [variant(group) for group in sorted(groups, key=lambda group: group.order)]
+    figures = {}
+    for game in sorted({v.group.game for v in variants}):
+        ours = [v for v in variants if v.group.game == game]
+        references = dopamine_at(game, max(int(v.band.frames[-1]) for v in ours))[1]
+        plot = functools.partial(plot_game, ours, references=references)
+        tests, training = [v.band for v in ours], [v.training for v in ours]
+        title = "periodic test (no-op starts)"
+        figures[f"published_{game}.png"] = functools.partial(plot, tests, title=title)
         if any(band is not None for band in training):
-            figures.append(f"training_{game}.png")
             title = "training return per 1M-frame iteration"
-            plot_game(ours, training, dopamine, title, out / figures[-1])
-    (out / "report.md").write_text(markdown(results_dir, variants, figures, notes))
-    return out / "report.md"
+            figures[f"training_{game}.png"] = functools.partial(plot, training, title=title)
+    intro = (
+        ". *Score*: the mean score of the periodic test (`eval/score`: no-op starts, ε-greedy, "
+        "the run's `evaluation` settings) at *frames*, the last frame count at which every run "
+        "of the variant was tested; median [min, max] over the runs. *Random* and *human*: the "
+        "no-op reference scores; *normalized*: (median − random) / |human − random|."
+    )
+    title = f"Results beside published curves: `{results_dir}`"
+    groups = [v.group for v in variants]
+    text = report.document(title, intro, groups, markdown(variants), figures, notes + repeats)
+    return report.write_report(out, text, figures, notes + repeats)

@@ -1,25 +1,16 @@
-"""Exported runs: the files `python -m reporting export` writes, and reading them back.
+"""Exported runs: the files `python -m reporting export` writes, and the one reader of them.
 
-Every report reads runs through this module, never a run's TensorBoard events: the published
-comparison and the MinAtar report read a results directory, the sweep report a scratch export
-of its directories. `export` puts each run at
-
-    OUT/<game>/<variant>/seed<seed>_<total frames>/           an Atari run
-    OUT/<family>/<game>/<variant>/seed<seed>_<total frames>/  a run of another family
-
-(the sweep report's scratch export keeps the multirun's own layout). Wherever it lies, an
-exported run is a run directory (`artifacts.run_directory`) holding the run's own config.yaml,
-its provenance.yaml (`artifacts.provenance`), `evaluations.csv` (one row per periodic test,
-EVALUATION_COLUMNS) and `training_returns.csv` (one row per training episode,
-RETURN_COLUMNS); and, where the run has them, its changes.yaml and the reports of evaluate.py
-on it (`evaluation_<protocol>.json` and `.csv`, `reporting.score_table`), copied as they
-are. Rows are in increasing step order, one per step. A value is the shortest decimal that
-reads back as TensorBoard's float32, and is read as that decimal: 12.333333 (a mean over 3
-episodes) rather than float32's 12.333333015.
-
-The sweep and MinAtar reports show one row per `Setting` (`by_setting`): a game, a variant, and
-the values of the settings that differ between that variant's runs of the game (a sweep's
-keys), so that only runs that differ in their seed alone are pooled as seeds.
+The reports read exported runs through `read_runs`, the family (`atari`, `minatar`) a parameter.
+An export is a run directory (`artifacts.run_directory`) holding the run's config.yaml,
+provenance.yaml, `evaluations.csv` (a row per periodic test), `training_returns.csv` (a row per
+training episode), `trained.yaml` (how far it trained, whether it finished: wrote its final
+snapshot), and where the run has them its changes.yaml and evaluate.py's reports on it. Rows
+are by increasing step, one per step, each value the shortest decimal that reads back as
+TensorBoard's float32 (12.333333, not 12.333333015). A file is read whole or refused in one line
+naming it: cut short (no line break at its end: every writer of these files ends it so), not
+what export writes, or with scores beyond what trained.yaml records (an export stopped
+part-way). An export from before trained.yaml finished if its last periodic test is at its last
+step, and trained as far as its last row.
 """
 
 import csv
@@ -29,29 +20,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TypeVar
 
 import numpy as np
 
-from artifacts.run_directory import RunDirectory, find_runs
+from artifacts.run_directory import CONFIG, RunDirectory, find_runs, read_yaml_file
 from evaluation.runs import SNAPSHOT_NAMES
-from reporting.score_table import RunScore, report_files
+from reporting.score_table import GAME_COLUMNS, RAW_GAME_COLUMNS, RunScore
 
-EVALUATIONS = "evaluations.csv"
-TRAINING_RETURNS = "training_returns.csv"
-EVALUATION_COLUMNS = (
-    "step",
-    "frames",
-    "episodes",
-    "mean_score",
-    "normalized_score",
-    "episode_scores",
-)
-RETURN_COLUMNS = ("step", "frames", "return")
+EVALUATIONS, TRAINING_RETURNS, TRAINED = "evaluations.csv", "training_returns.csv", "trained.yaml"
+EVALUATION_COLUMNS = "step frames episodes mean_score normalized_score episode_scores".split()
+RETURN_COLUMNS = ["step", "frames", "return"]
 # Atari runs are exported straight below OUT, the layout from before other families; the
 # others go below OUT/<family>/, since their game names overlap Atari's (MinAtar has a Breakout).
 ATARI_FAMILY = "atari"
 KIND_ORDER = ("uniform", "rank_based", "proportional")  # the paper's order in tables
+# Each family's name in a report and the command that reports it.
+FAMILIES = {ATARI_FAMILY: ("Atari", "published"), "minatar": ("MinAtar", "minatar")}
+STRAY = "scores without a run's config.yaml (an export stopped before writing it?), left out"
 
 
 def count_name(count: int) -> str:
@@ -62,22 +47,9 @@ def count_name(count: int) -> str:
     return str(count)
 
 
-def destination(info: RunDirectory, out: Path) -> Path:
-    """Where the run of `info` is exported below `out` (the module docstring's layout)."""
-    family = info.family
-    below = out if family == ATARI_FAMILY else out / family
-    return below / info.game / info.variant / f"seed{info.seed}_{count_name(info.total_frames)}"
-
-
 def kind_key(kind: str) -> tuple[int, str]:
     """Replay kinds in the paper's order, any other after them by name."""
     return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of a CSV file, by column name."""
-    with path.open(newline="") as file:
-        return list(csv.DictReader(file))
 
 
 def packaged_rows(file_name: str) -> list[dict[str, str]]:
@@ -86,76 +58,117 @@ def packaged_rows(file_name: str) -> list[dict[str, str]]:
     return list(csv.DictReader(text.splitlines()))
 
 
-# Not a setting that tells runs apart: their seeds are pooled, their games reported apart.
-POOLED_KEYS = ("seed", "env.game")
-UNSET = "unset"
-
-
-def flat_settings(config: dict, prefix: str = "") -> dict[str, object]:
-    """A run config's settings by dotted key (`replay.priority_exponent`)."""
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat.update(flat_settings(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def setting_text(settings: dict[str, object], key: str) -> str:
-    """`key`'s value as a name shows it: YAML's words for null and booleans, a number by its
-    value (1 and 1.0 alike), `unset` where the config has no such key."""
-    value = settings.get(key, UNSET)
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int | float):
-        number = float(value)
-        return str(int(number)) if number.is_integer() and abs(number) < 1e15 else repr(number)
-    return str(value)
-
-
-def varied_keys(infos: Sequence[RunDirectory]) -> dict[tuple[str, str], tuple[str, ...]]:
-    """(game, variant) -> the settings whose values differ between its runs, but for
-    POOLED_KEYS, by key: what a sweep over that variant varied. Games are reported apart, so
-    what differs between games alone (a device, the threads) names nothing."""
-    configs: dict[tuple[str, str], list[dict[str, object]]] = {}
-    for info in infos:
-        configs.setdefault((info.game, info.variant), []).append(flat_settings(info.config))
-    varied = {}
-    for place, flats in configs.items():
-        keys = set().union(*flats) - set(POOLED_KEYS)
-        texts = {key: {setting_text(flat, key) for flat in flats} for key in keys}
-        varied[place] = tuple(sorted(key for key in keys if len(texts[key]) > 1))
-    return varied
-
-
-def _order(text: str) -> tuple:
-    """Numbers by value before any other text."""
+def whole_text(path: Path) -> str:
+    """The file's text; a one-line ValueError where it is unreadable or cut short."""
     try:
-        return (0, float(text), "")
-    except ValueError:
-        return (1, 0.0, text)
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is unreadable: {error}") from None
+    if text and not text.endswith("\n"):
+        raise ValueError(
+            f"{path} is cut short: its last line has no end (written or copied part-way?); "
+            "export the run again"
+        )
+    return text
+
+
+def read_yaml(path: Path, what: str):
+    """The data of the whole YAML file at `path` (`whole_text`, then `read_yaml_file`)."""
+    whole_text(path)
+    return read_yaml_file(path, what)
+
+
+def read_table(path: Path, columns: Sequence[str], value: str) -> list[list[str]] | None:
+    """The rows below the exported CSV file's header, checked (the module docstring; no row
+    leaves the `value` column empty); None without the file."""
+    if not path.is_file():
+        return None
+    rows = list(csv.reader(whole_text(path).splitlines()))
+    if not rows or rows[0] != list(columns):
+        raise ValueError(f"{path} is not an export's: its header is not {','.join(columns)}")
+    last, required = -1, columns.index(value)
+    for number, row in enumerate(rows[1:], start=2):
+        try:
+            if len(row) != len(columns):
+                raise ValueError(f"{len(row)} cells, where the header has {len(columns)}")
+            step, _, _ = int(row[0]), int(row[1]), float(row[required])
+            _ = [float(token) for cell in row[2:] for token in cell.split()]
+            if step <= last:
+                raise ValueError(f"step {step} after step {last}")
+        except ValueError as error:
+            raise ValueError(f"{path} is damaged at line {number}: {error}") from None
+        last = step
+    return rows[1:]
 
 
 @dataclass(frozen=True)
-class Setting:
-    """What a report shows as one row: a game, a variant and the values of the keys varied
-    between that variant's runs of that game (`varied_keys`), as `setting_text` writes them."""
+class SnapshotEvaluation:
+    """evaluate.py's evaluation of one run (its JSON report in the run directory)."""
 
-    game: str
-    variant: str
-    values: tuple[tuple[str, str], ...]  # (dotted key, value) by key
+    snapshot: str  # which snapshot it played: a key of `evaluation.runs.SNAPSHOT_NAMES`
+    score: RunScore
 
-    @property
-    def name(self) -> str:
-        """The variant, then `key=value` for each varied key: `dqn-proportional
-        replay.priority_exponent=0.4`."""
-        return " ".join([self.variant, *(f"{key}={value}" for key, value in self.values)])
 
-    @property
-    def order(self) -> tuple:
-        """The values in order, numbers by value: a setting's place beside its variant's."""
-        return tuple(_order(value) for _, value in self.values)
+def read_snapshot_evaluation(path: Path) -> SnapshotEvaluation:
+    """The evaluation in evaluate.py's JSON report at `path`, written in a run directory; a
+    one-line ValueError naming the file where it is not JSON or not one run's report."""
+    try:
+        document = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is unreadable: {error}") from None
+    runs = document.get("runs") if isinstance(document, dict) else None
+    run = runs[0] if isinstance(runs, list) and len(runs) == 1 else None
+    known = run if isinstance(run, dict) else {}
+    numbers = {key: known.get(key) for key in ("frames", "episodes", "mean", "std", "normalized")}
+    if numbers["normalized"] is None:  # a raw-score protocol's
+        del numbers["normalized"]
+    wrong = [key for key, value in numbers.items() if type(value) not in (int, float)]  # no bool
+    if run is None:
+        count = len(runs) if isinstance(runs, list) else "no"
+        problem = f"{count} runs' scores where a run directory's report has one"
+    elif document.get("snapshot") not in SNAPSHOT_NAMES:
+        problem = f"snapshot {document.get('snapshot')!r}, not one of {', '.join(SNAPSHOT_NAMES)}"
+    elif not isinstance(run, dict):
+        problem = f"runs[0] is {run!r}, not an object"
+    elif wrong:
+        problem = f"runs[0].{wrong[0]} is {numbers[wrong[0]]!r}, not a number"
+    else:
+        try:
+            return SnapshotEvaluation(document["snapshot"], RunScore(**run))
+        except TypeError as error:  # a key missing or unknown
+            problem = str(error).removeprefix("RunScore.__init__() ")
+    raise ValueError(f"{path} is not evaluate.py's report on one run: {problem}")
+
+
+def check_changes(path: Path) -> None:
+    """changes.yaml lists the changes (`training.run_record`)."""
+    if not isinstance(read_yaml(path, "record of changes"), list):
+        raise ValueError(f"record of changes {path} holds no list of changes")
+
+
+def check_score_table(path: Path) -> None:
+    """A CSV report of evaluate.py starts with the header of one of its tables."""
+    header = tuple(next(csv.reader(whole_text(path).splitlines()), ()))
+    if header not in (GAME_COLUMNS, RAW_GAME_COLUMNS):
+        raise ValueError(f"{path} is not evaluate.py's report: its header is not a score table's")
+
+
+def copied_files(info: RunDirectory) -> tuple[Path, ...]:
+    """The run's files an export copies as they are, those it has: evaluate.py's reports and
+    its changes.yaml; each checked, and its provenance.yaml too."""
+    if info.provenance_file.is_file():
+        recorded = read_yaml(info.provenance_file, "provenance")
+        if not (isinstance(recorded, dict) and isinstance(recorded.get("starts"), list)):
+            raise ValueError(f"provenance {info.provenance_file} holds no list of starts")
+    checks = {".json": read_snapshot_evaluation, ".csv": check_score_table, ".yaml": check_changes}
+    copies = [
+        *sorted(info.path.glob("evaluation_*.json")),
+        *sorted(info.path.glob("evaluation_*.csv")),
+    ]
+    copies += [info.changes_file] if info.changes_file.is_file() else []
+    for path in copies:
+        checks[path.suffix](path)
+    return tuple(copies)
 
 
 @dataclass(frozen=True)
@@ -171,136 +184,89 @@ class Series:
         return self.steps.size
 
 
-def read_series(path: Path, column: str) -> Series | None:
-    """`column` of the exported file at `path` against steps and frames; None without the file."""
-    if not path.is_file():
+def series(rows: list[Sequence[str]] | None, column: int) -> Series | None:
+    if rows is None:
         return None
-    rows = read_rows(path)
-    steps, frames = (
-        np.array([int(row[key]) for row in rows], dtype=np.int64) for key in ("step", "frames")
-    )
+    steps, frames = (np.array([int(row[i]) for row in rows], dtype=np.int64) for i in (0, 1))
     return Series(steps, frames, np.array([float(row[column]) for row in rows]))
 
 
-@dataclass(frozen=True)
-class SnapshotEvaluation:
-    """evaluate.py's evaluation of one run (its JSON report in the run directory)."""
-
-    snapshot: str  # which snapshot it played: a key of `evaluation.runs.SNAPSHOT_NAMES`
-    score: RunScore
-
-
-def _snapshot_evaluation(document) -> SnapshotEvaluation:
-    """The one run's evaluation in a report's JSON data; a ValueError says what is amiss."""
-    runs = document.get("runs") if isinstance(document, dict) else None
-    if not isinstance(runs, list) or len(runs) != 1:
-        count = len(runs) if isinstance(runs, list) else "no"
-        raise ValueError(f"{count} runs' scores where a run directory's report has one")
-    if document.get("snapshot") not in SNAPSHOT_NAMES:
-        allowed = ", ".join(SNAPSHOT_NAMES)
-        raise ValueError(f"snapshot {document.get('snapshot')!r}, not one of {allowed}")
-    run = runs[0]
-    if not isinstance(run, dict):
-        raise ValueError(f"runs[0] is {run!r}, not an object")
-    numbers = {key: run.get(key) for key in ("frames", "episodes", "mean", "std")}
-    if run.get("normalized") is not None:
-        numbers["normalized"] = run["normalized"]
-    for key, value in numbers.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"runs[0].{key} is {value!r}, not a number")
-    try:
-        score = RunScore(**run)
-    except TypeError as error:  # a key missing or unknown
-        raise ValueError(str(error).removeprefix("RunScore.__init__() ")) from None
-    return SnapshotEvaluation(document["snapshot"], score)
-
-
-def read_snapshot_evaluation(path: Path) -> SnapshotEvaluation:
-    """The evaluation in evaluate.py's JSON report at `path`, written in a run directory; a
-    one-line ValueError naming the file where it is not JSON or not one run's report."""
-    try:
-        document = json.loads(path.read_text("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is unreadable: {error}") from None
-    try:
-        return _snapshot_evaluation(document)
-    except ValueError as error:
-        raise ValueError(f"{path} is not evaluate.py's report on one run: {error}") from None
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ExportedRun:
-    """One exported run; each file is read on first use (a report reads the ones it shows)."""
+    """One run as exported: its rows (None without the file), the agent steps it trained, and
+    whether it finished. Runs are told apart by identity."""
 
     info: RunDirectory
+    evaluation_rows: list[Sequence[str]] | None
+    return_rows: list[Sequence[str]] | None
+    steps: int
+    finished: bool
 
     @functools.cached_property
     def tests(self) -> Series | None:
-        """The mean score of each periodic test; None where the run has no evaluations.csv."""
-        return read_series(self.info.path / EVALUATIONS, "mean_score")
+        """The mean score of each periodic test."""
+        return series(self.evaluation_rows, EVALUATION_COLUMNS.index("mean_score"))
 
     @functools.cached_property
     def returns(self) -> Series | None:
-        """Each training episode's return; None where the run has no training_returns.csv."""
-        return read_series(self.info.path / TRAINING_RETURNS, "return")
+        """Each training episode's return."""
+        return series(self.return_rows, RETURN_COLUMNS.index("return"))
+
+    @property
+    def trained_frames(self) -> int:
+        return self.steps * self.info.frame_skip
 
     def evaluation(self, protocol: str) -> SnapshotEvaluation | None:
         """evaluate.py's evaluation of the run under `protocol`; None where it has none."""
-        path = report_files(self.info.path, protocol)[0]
+        path = self.info.path / f"evaluation_{protocol}.json"
         return read_snapshot_evaluation(path) if path.is_file() else None
 
 
-def read_results(results_dir: Path, family: str) -> tuple[list[ExportedRun], dict[str, int]]:
-    """(the runs of `family` at or below `results_dir`, by path; how many runs each other family
-    has there). A run is any run directory (`find_runs`), exported or not: whether its files
-    are there is for the report to say."""
-    runs, others = [], {}
-    for info in find_runs(results_dir):
-        if info.family == family:
-            runs.append(ExportedRun(info))
-        else:
-            others[info.family] = others.get(info.family, 0) + 1
-    return runs, dict(sorted(others.items()))
-
-
-Run = TypeVar("Run")  # an ExportedRun, or a report's view of one with the same `info`
-
-
-def _by_seed(runs: Sequence[Run]) -> list[Run]:
-    return sorted(runs, key=lambda run: (run.info.seed, str(run.info.path)))
-
-
-def by_variant(runs: Sequence[Run]) -> dict[tuple[str, str], tuple[Run, ...]]:
-    """(game, variant) -> its runs, by seed then path; each report orders the groups."""
-    groups: dict[tuple[str, str], list[Run]] = {}
-    for run in _by_seed(runs):
-        groups.setdefault((run.info.game, run.info.variant), []).append(run)
-    return {key: tuple(members) for key, members in groups.items()}
-
-
-def by_setting(
-    runs: Sequence[Run], source=lambda info: info.path
-) -> tuple[dict[Setting, tuple[Run, ...]], list[str]]:
-    """(`Setting` -> its runs, by seed then path; a note, naming runs by `source(info)`, on
-    each run left out as a repeat: the same setting and seed as a run kept). The runs of a
-    setting differ in their seed alone: they are its seeds. Each report orders the groups."""
-    varied = varied_keys([run.info for run in runs])
-    groups: dict[Setting, list[Run]] = {}
-    notes = []
-    for run in _by_seed(runs):
-        info = run.info
-        values = flat_settings(info.config)
-        keys = varied[info.game, info.variant]
-        setting = Setting(
-            info.game, info.variant, tuple((k, setting_text(values, k)) for k in keys)
+def read_export(info: RunDirectory) -> ExportedRun:
+    """The exported run at `info`, every file checked (the module docstring)."""
+    whole_text(info.config_file)
+    copied_files(info)
+    evaluations = read_table(info.path / EVALUATIONS, EVALUATION_COLUMNS, "mean_score")
+    returns = read_table(info.path / TRAINING_RETURNS, RETURN_COLUMNS, "return")
+    logged = max((int(rows[-1][0]) for rows in (evaluations, returns) if rows), default=0)
+    record = info.path / TRAINED
+    if not record.is_file():  # an export from before the record: a last test at the last step
+        finished = bool(evaluations) and int(evaluations[-1][0]) == info.total_steps
+        return ExportedRun(info, evaluations, returns, logged, finished)
+    trained = read_yaml(record, "record of training")
+    trained = trained if isinstance(trained, dict) else {}
+    steps, finished = trained.get("steps"), trained.get("finished")
+    if isinstance(steps, bool) or not (isinstance(steps, int) and isinstance(finished, bool)):
+        raise ValueError(f"{record} is not an export's: it needs steps (a count) and finished")
+    if logged > steps:
+        raise ValueError(
+            f"{record} records {steps} steps, but the scores reach step {logged} (an export "
+            "stopped part-way?); export the run again"
         )
-        members = groups.setdefault(setting, [])
-        twin = next((member for member in members if member.info.seed == info.seed), None)
-        if twin is None:
-            members.append(run)
-        else:
-            notes.append(
-                f"{source(info)}: the same settings and seed as {source(twin.info)}, left out "
-                "(only seeds are pooled)"
-            )
-    return {key: tuple(members) for key, members in groups.items()}, notes
+    return ExportedRun(info, evaluations, returns, steps, finished)
+
+
+def stray_scores(root: Path, runs: Sequence[RunDirectory]) -> list[Path]:
+    """The directories at or below `root` but `runs` (and dot-directories, as for `find_runs`)
+    with scores and no run's config.yaml (none, an empty one, another file's): an export
+    stopped before writing it; a one-line ValueError where that config.yaml is cut short."""
+    found = {path.parent for name in (EVALUATIONS, TRAINING_RETURNS) for path in root.rglob(name)}
+    hidden = {p for p in found if any(part.startswith(".") for part in p.relative_to(root).parts)}
+    strays = sorted(found - {info.path for info in runs} - hidden)
+    for directory in strays:
+        if (directory / CONFIG).is_file():
+            whole_text(directory / CONFIG)
+    return strays
+
+
+def read_runs(root: Path, family: str) -> tuple[list[ExportedRun], list[str]]:
+    """(the exported runs of `family` at or below `root`, by path; a note on each directory of
+    scores that is no run's, and on each other family's runs: how many, and what reports them).
+    Whether a run has the files a report needs is for the report to say."""
+    infos = find_runs(root)
+    notes = [f"{directory}: {STRAY}" for directory in stray_scores(root, infos)]
+    name = FAMILIES[family][0]
+    for other in sorted({info.family for info in infos} - {family}):
+        count, command = sum(info.family == other for info in infos), FAMILIES[other][1]
+        notes.append(f"{count} {other} run(s) left out (not {name}): python -m reporting {command}")
+    return [read_export(info) for info in infos if info.family == family], notes

@@ -19,6 +19,7 @@ holds the raw scores only, with no summary lines (see :func:`normalizes`).
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from artifacts.atomic import write_files_atomically
 from envs.games import resolve_game
 from envs.registry import DEFAULT_KIND, environment_kind
 from evaluation.protocol_registry import Protocol
@@ -202,16 +204,18 @@ def write_report(
     directory: Path, protocol: Protocol, header: dict, runs, rows, summary
 ) -> list[Path]:
     """``evaluation_<protocol>.json`` (everything) and ``.csv`` (one row per variant and game,
-    the columns of the rows' table: ``header["normalized"]``)."""
+    the columns of the rows' table: ``header["normalized"]``), both or neither: a write that
+    fails (a full disk) leaves the files as they were (`write_files_atomically`)."""
     directory.mkdir(parents=True, exist_ok=True)
     json_path, csv_path = report_files(directory, protocol.name)
     document = {**header, "runs": [asdict(r) for r in runs], "games": rows, "summary": summary}
-    json_path.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    with csv_path.open("w", newline="", encoding="utf-8") as file:
-        columns = GAME_COLUMNS if header["normalized"] else RAW_GAME_COLUMNS
-        writer = csv.DictWriter(file, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    table = io.StringIO()
+    columns = GAME_COLUMNS if header["normalized"] else RAW_GAME_COLUMNS
+    writer = csv.DictWriter(table, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    write_files_atomically({json_path: text.encode(), csv_path: table.getvalue().encode()})
     return [json_path, csv_path]
 
 

@@ -45,6 +45,8 @@ SWEEP = [
     "replay.capacity,env.max_episode_frames,evaluation.every_frames,evaluation.frames,"
     "checkpoint.every_steps]",
 ]
+# The same sweep, its jobs not held: one that a stop finds anywhere, resumed to its end.
+UNHELD = [argument for argument in SWEEP if "callbacks.pause" not in argument]
 ENVIRONMENT = {
     **os.environ,
     "OMP_NUM_THREADS": "1",
@@ -103,14 +105,17 @@ def held(sweep: subprocess.Popen, cwd: Path, log: Path) -> bool:
     return steps == [HELD_STEP, HELD_STEP]
 
 
-def start_and_stop(cwd: Path, arguments: list[str], send) -> tuple[subprocess.Popen, str]:
-    """Start the sweep with `arguments` in its own process group, wait until two jobs hold at
-    their checkpoint (each loop beside its evaluation worker), `send` it a signal, and wait
-    until every process of it has ended; its stderr."""
+def start_and_stop(
+    cwd: Path, arguments: list[str], send, ready=None, program=SWEEP
+) -> tuple[subprocess.Popen, str]:
+    """Start the sweep `program` with `arguments` in its own process group, wait until two
+    jobs hold at their checkpoint (each loop beside its evaluation worker), or until `ready`
+    (the sweep's pid -> bool), `send` it a signal, and wait until every process of it has
+    ended; its stderr."""
     log = cwd / "sweep.stderr"
     with open(log, "w") as stderr:
         sweep = subprocess.Popen(
-            [sys.executable, *SWEEP, *arguments],
+            [sys.executable, *program, *arguments],
             cwd=cwd,
             env=ENVIRONMENT,
             stdout=subprocess.DEVNULL,
@@ -118,9 +123,10 @@ def start_and_stop(cwd: Path, arguments: list[str], send) -> tuple[subprocess.Po
             start_new_session=True,
         )
     try:
-        until(lambda: held(sweep, cwd, log), "hold", log, time.monotonic() + WAIT_SECONDS)
+        waited = (lambda: held(sweep, cwd, log)) if ready is None else lambda: ready(sweep.pid)
+        until(waited, "hold", log, time.monotonic() + WAIT_SECONDS)
         running = group(sweep.pid).values()
-        assert sum("evaluation_worker" in command for command in running) == 2
+        assert ready or sum("evaluation_worker" in command for command in running) == 2
         send(sweep.pid)
         deadline = time.monotonic() + STOP_SECONDS
         sweep.wait(timeout=STOP_SECONDS)
@@ -181,12 +187,16 @@ def test_sigterm_to_a_local_sweep_checkpoints_every_job_and_its_command_resumes_
     assert [(run / "agent_final.pt").stat().st_mtime_ns for run in run_dirs(tmp_path)] == final
 
 
+def workers(session: int) -> list[int]:
+    """The sweep's workers, one per running job."""
+    return sorted(pid for pid, command in group(session).items() if "popen_loky_posix" in command)
+
+
 def test_ctrl_c_stops_a_local_sweep_with_checkpoints_and_exits_130(tmp_path):
-    """A terminal's Ctrl-C: SIGINT to every process of the sweep at once, a worker without a job
-    among them."""
+    """A terminal's Ctrl-C: SIGINT to every process of the sweep at once."""
 
     def ctrl_c(pid: int) -> None:
-        assert sum("popen_loky_posix" in command for command in group(pid).values()) == 3
+        assert len(workers(pid)) == 2
         os.killpg(pid, signal.SIGINT)
 
     sweep, stderr = start_and_stop(tmp_path, ["seed=0,1", "hydra.launcher.n_jobs=3"], ctrl_c)
@@ -197,10 +207,76 @@ def test_ctrl_c_stops_a_local_sweep_with_checkpoints_and_exits_130(tmp_path):
 
 def test_sigterm_to_one_worker_stops_the_whole_sweep_with_checkpoints(tmp_path):
     def one_worker(pid: int) -> None:
-        workers = [p for p, command in group(pid).items() if "popen_loky_posix" in command]
-        os.kill(min(workers), signal.SIGTERM)
+        os.kill(workers(pid)[0], signal.SIGTERM)
 
     sweep, stderr = start_and_stop(tmp_path, ["seed=0,1,2"], one_worker)
     assert sweep.returncode == 0, stderr
     signal_name, jobs, _ = stopped_with_checkpoints(tmp_path, stderr)
     assert (signal_name, jobs) == ("SIGTERM", "2 stopped, 1 not started")
+
+
+def test_a_worker_that_dies_stops_the_sweep_with_the_other_jobs_checkpointed(tmp_path):
+    """What the out-of-memory killer does: SIGKILL to one worker in the middle of its job."""
+    sweep, stderr = start_and_stop(
+        tmp_path, ["seed=0,1"], lambda pid: os.kill(workers(pid)[0], signal.SIGKILL)
+    )
+    assert sweep.returncode == 1, stderr  # a failure, not a stop that was honoured
+    assert "Traceback" not in stderr
+    ((step, _),) = JOB_STOPPED.findall(stderr)  # the other running job
+    assert int(step) in (HELD_STEP, HELD_STEP + 1)
+    runs = run_dirs(tmp_path)
+    steps = [CheckpointStore(run / "checkpoints").latest_step() for run in runs]
+    assert sorted(steps) == sorted([HELD_STEP, int(step)])  # the dead job's last periodic one
+    # Its line is the sweep's last; the dead job's own children (its evaluation worker, the
+    # resource tracker of its semaphores) may still write as they notice it is gone.
+    (died,) = re.finditer(
+        r"^sweep stopped: the worker of job \d \(seed=\d\) died \(killed by SIGKILL\) "
+        r"\(jobs: 1 stopped, 1 died\); resume with: (python .*)$",
+        stderr,
+        re.MULTILINE,
+    )
+    assert stderr.count("sweep ") == 1, stderr
+    # Resumed from its checkpoint before the held step, the dead job would hold there again.
+    command = [a for a in shlex.split(died.group(1)) if "callbacks.pause" not in a]
+    resumed = rerun(tmp_path, shlex.join(command))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    for run in run_dirs(tmp_path):
+        assert CheckpointStore(run / "checkpoints").latest_step() == TOTAL_STEPS
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        pytest.param(
+            lambda pid: pid if list(Path.cwd().glob("multirun/*")) else None,
+            id="the sweep's process as its directory appears",
+        ),
+        pytest.param(
+            lambda pid: next(iter(workers(pid)), None), id="a worker as soon as it exists"
+        ),
+    ],
+)
+def test_sigterm_whenever_it_comes_stops_the_sweep_in_one_line_and_its_command_resumes(
+    target, tmp_path, monkeypatch
+):
+    """Before the jobs' loops (each job's own handlers) and before a worker's handlers: the
+    sweep ends as after any SIGTERM, each job checkpointed where it was, if it had started."""
+    monkeypatch.chdir(tmp_path)
+    found: list[int] = []
+
+    def ready(pid: int) -> bool:
+        found.extend(filter(None, [target(pid)]))
+        return bool(found)
+
+    sweep, stderr = start_and_stop(
+        tmp_path, ["seed=0,1"], lambda pid: os.kill(found[0], signal.SIGTERM), ready, UNHELD
+    )
+    assert sweep.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    stopped = SWEEP_STOPPED.fullmatch(stderr.splitlines()[-1])
+    assert stopped and stopped.group(1) == "SIGTERM", stderr
+    resumed = rerun(tmp_path, stopped.group(3))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(run_dirs(tmp_path)) == 2
+    for run in run_dirs(tmp_path):
+        assert CheckpointStore(run / "checkpoints").latest_step() == TOTAL_STEPS

@@ -2,19 +2,23 @@
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import train
 from agents.double_dqn import optimizer_epsilon
 from envs.registry import ENVIRONMENTS
-from launch import validation
+from launch import run_guard
+from launch.run_guard import check_machine, check_memory
 from launch.validation import validate_config
 from replay.registry import SAMPLERS
 from training.checkpoints import CheckpointStore
@@ -77,9 +81,7 @@ def test_every_config_composes_resolves_and_validates(replay, experiment, env):
     overrides += [f"experiment={experiment}"] if experiment else []
     cfg = config(*overrides)
     OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    # Not this machine's memory: the paper's 1M-transition replay wants 7 GB free, which a
-    # machine already training (or a small one) lacks; tests/launch checks that refusal.
-    validate_config(cfg, this_machine=False)
+    validate_config(cfg)
 
 
 def test_command_line_overrides_reach_the_replay_and_agent():
@@ -95,12 +97,17 @@ def test_command_line_overrides_reach_the_replay_and_agent():
         ("train.learning_start_steps=8", "train.learning_start_steps=8 is not allowed"),
         ("replay.importance_exponent=1.5", "replay.importance_exponent=1.5 is not allowed"),
         ("env.game=pongg", "unknown game 'pongg'"),
-        ("agent.device=cuda:99", "agent.device=.cuda:99. but"),  # also where a GPU is
     ],
 )
 def test_bad_settings_are_one_line_errors_naming_the_key(override, message):
     with pytest.raises(ValueError, match=message) as error:
         validate_config(config(override))
+    assert "\n" not in str(error.value)
+
+
+def test_a_gpu_the_machine_lacks_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="agent.device=.cuda:99. but") as error:
+        check_machine(validate_config(config("agent.device=cuda:99")))  # also where a GPU is
     assert "\n" not in str(error.value)
 
 
@@ -190,9 +197,9 @@ def test_smoke_run_logs_every_scalar(replay, tmp_path):
 
 
 def test_a_replay_larger_than_the_memory_is_refused_before_allocating(monkeypatch):
-    monkeypatch.setattr(validation, "available_memory_bytes", lambda: 10**9)
+    monkeypatch.setattr(run_guard, "available_memory", lambda: (10**9, ""))
     with pytest.raises(ValueError) as error:
-        validate_config(config())
+        check_memory(validate_config(config()))
     assert str(error.value) == (
         "replay.capacity=1000000 is not allowed: a full replay needs 7.2 GB and this machine "
         "has 1.0 GB available"
@@ -202,9 +209,9 @@ def test_a_replay_larger_than_the_memory_is_refused_before_allocating(monkeypatc
 @pytest.mark.parametrize("replay", REPLAYS)
 def test_every_key_of_every_replay_preset_is_known(replay):
     """Every key of a preset is a setting of its sampler's schema; one added with + is not."""
-    validate_config(config(f"replay={replay}"), this_machine=False)
+    validate_config(config(f"replay={replay}"))
     with pytest.raises(ValueError, match=r"^replay\.capcity is not a setting; replay has: "):
-        validate_config(config(f"replay={replay}", "+replay.capcity=5"), this_machine=False)
+        validate_config(config(f"replay={replay}", "+replay.capcity=5"))
 
 
 @pytest.mark.parametrize(
@@ -297,7 +304,7 @@ def test_minatar_dqn_is_the_published_agent():
 
 def test_dopamine_dqn_is_dopamines_published_agent():
     """google/dopamine's dqn.gin, in the settings that change learning."""
-    run = validate_config(config("experiment=dopamine_dqn"), this_machine=False)
+    run = validate_config(config("experiment=dopamine_dqn"))
     agent, t, env = run.agent, run.train, run.env
     assert (agent.network, agent.target_rule, agent.learning_rate) == ("nature_dqn", "dqn", 0.00025)
     assert optimizer_epsilon(agent, t.batch_size) == pytest.approx(1e-5, rel=1e-12)  # in the root
@@ -382,8 +389,8 @@ def test_a_minatar_run_trains_tests_and_checkpoints(tmp_path):
 @pytest.mark.parametrize("kind", ["proportional", "rank_based"])
 def test_a_budget_runs_beta_is_the_papers_run_at_every_step(budget, kind):
     """A budget preset is the paper's run cut short: β at its step t is the paper's at t."""
-    paper = validate_config(config(f"replay={kind}"), this_machine=False)
-    short = validate_config(config(f"experiment={budget}", f"replay={kind}"), this_machine=False)
+    paper = validate_config(config(f"replay={kind}"))
+    short = validate_config(config(f"experiment={budget}", f"replay={kind}"))
     assert paper.train.total_steps == 50_000_000 > short.train.total_steps
     end = short.train.total_steps
     for step in (0, 50_000, 50_001, 1_000_000, end // 2, end):
@@ -408,3 +415,50 @@ def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last():
     # the paper's: the last step
     replay = dataclasses.replace(run.replay, importance_exponent_final_step=None)
     assert importance_exponent(dataclasses.replace(run, replay=replay), 400) == 1.0
+
+
+# Directory names a printed command must carry through a shell and Hydra's override grammar
+# unchanged: a space, a comma (a sweep to Hydra), `=` (a sweep's job directory), quotes,
+# brackets, a number, a boolean, characters a shell expands or splits on, non-ASCII.
+AWKWARD_NAMES = [
+    "runs/run b",
+    "multirun/pong/seed=1",
+    "runs/a,b",
+    "it's",
+    'say "hi"',
+    "back\\slash",
+    "x[1]",
+    "{x}",
+    "123",
+    "true",
+    " leading space",
+    "#x",
+    "a;b|c&d",
+    "$HOME/*",
+    "épreuve",
+]
+
+
+def shell_words(text: str) -> list[str]:
+    """The arguments a POSIX shell makes of `text`."""
+    printed = subprocess.run(
+        ["sh", "-c", f"printf '%s\\0' {text}"], capture_output=True, check=True
+    )
+    return [word.decode() for word in printed.stdout.split(b"\0")[:-1]]
+
+
+@pytest.mark.parametrize("name", AWKWARD_NAMES)
+def test_a_printed_resume_command_pasted_into_a_shell_names_its_directory(name):
+    """A run's `python train.py resume=...`, and a sweep's job's `hydra.sweep.dir=...`: each
+    one shell word that Hydra reads back as the directory."""
+    commands = {
+        RunMode.RUN: ("python train.py ", "resume"),
+        RunMode.MULTIRUN: ("the sweep's command with ", "hydra.sweep.dir"),
+    }
+    for mode, (prefix, key) in commands.items():
+        hydra = OmegaConf.create({"mode": mode, "sweep": {"dir": name}})
+        command = train.resume_command(Path(name), hydra)
+        assert command.startswith(prefix)
+        (word,) = shell_words(command.removeprefix(prefix))
+        override = OverridesParser.create().parse_override(word)
+        assert (override.key_or_group, override.value()) == (key, name)

@@ -46,9 +46,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from artifacts.atomic import CHUNK_BYTES, fsync_directory, torch_bytes, write_all, write_atomically
+from artifacts.atomic import CHUNK_BYTES, fsync_directory, write_all, write_atomically
 from artifacts.header import Header
-from artifacts.tensor_tree import to_numpy, to_tensors
+from artifacts.tensor_tree import to_numpy, to_tensors, torch_bytes
+from training.frame_chunks import chunks_of, recorded_checksums, written_since
 from training.settings import CheckpointSettings
 
 CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames one CRC-32 covers, in whole slots (`_chunk_slots`)
@@ -106,7 +107,7 @@ class CheckpointStore:
     def _sidecar(self, copy: int) -> dict:
         """The copy's record: `frames_written` (absent: the copy is not known to be complete),
         `chunk_slots` and `crc32`, one per chunk (absent in copies written before checksums;
-        read through `_recorded_checksums`, which refuses malformed ones)."""
+        read through `recorded_checksums`, which refuses malformed ones)."""
         try:
             sidecar = json.loads(self._sidecar_path(copy).read_text())
         except (OSError, ValueError):
@@ -147,15 +148,16 @@ class CheckpointStore:
             raise CheckpointError(f"could not write checkpoint {path}: {error}; {kept}") from None
         return path
 
-    def keep_latest_only(self) -> None:
+    def keep_latest_only(self) -> bool:
         """Delete every checkpoint but the newest, and every frame copy it does not use: what a
         finished run keeps (half the disk of an Atari run's two). The older one only guarded
         against a failed save of the newest; a later save into this directory goes to a free
         copy, written in full, so the newest still survives a failed one. Each state file goes
-        before its copy, and a copy's sidecar before its bytes (the module's invariants)."""
+        before its copy, and a copy's sidecar before its bytes (the module's invariants).
+        Returns whether there was anything to delete."""
         files = self.state_files()
         if not files:
-            return
+            return False
         kept = _frames_copy(files[-1])
         for path in files[:-1]:
             path.unlink()
@@ -168,6 +170,7 @@ class CheckpointStore:
             if self._trusted is not None:
                 self._trusted.discard(copy)
         fsync_directory(self.directory)
+        return len(files) > 1 or copies != {kept}
 
     @staticmethod
     def _payload(step, state, copy, frames: np.ndarray, frames_written: int) -> dict:
@@ -189,19 +192,19 @@ class CheckpointStore:
         self._sidecar_path(copy).unlink(missing_ok=True)
         fsync_directory(self.directory)
         reached = min(frames_written, capacity)  # the slots past these are zero
-        ranges = _written_since(synced, frames_written, capacity)
+        ranges = written_since(synced, frames_written, capacity)
         full = ranges is None
         if full:
             ranges = [(0, reached)]  # the emptied file reads as zeros past them
         chunk_slots = _chunk_slots(frames)
         known, stale = self._hashed, None
         if known is not None and known[1] == chunk_slots:
-            checksums, stale = list(known[2]), _written_since(known[0], frames_written, capacity)
+            checksums, stale = list(known[2]), written_since(known[0], frames_written, capacity)
         if stale is None:  # every chunk, those the ring has not reached without reading them
             chunks = range(-(-capacity // chunk_slots))
             checksums = [_zero_checksum(_chunk(frames, c, chunk_slots).nbytes) for c in chunks]
             stale = [(0, reached)]
-        chunks = _chunks_of(stale, chunk_slots)
+        chunks = chunks_of(stale, chunk_slots)
         descriptor = os.open(self._frames_path(copy), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             with ThreadPoolExecutor(1) as hashing:
@@ -271,7 +274,7 @@ class CheckpointStore:
         path, sidecar = self._frames_path(copy), self._sidecar(copy)
         chunk_slots, expected = _chunk_slots(frames_out), None
         if "crc32" in sidecar:  # absent: a copy from before checksums, read unchecked
-            recorded = _recorded_checksums(sidecar, len(frames_out))
+            recorded = recorded_checksums(sidecar, len(frames_out))
             if recorded is None:
                 raise CheckpointError(
                     f"checkpoint {payload['path']}: the checksums of its replay frames in "
@@ -305,32 +308,6 @@ class CheckpointStore:
             self._hashed = (payload["frames_written"], chunk_slots, expected)
 
 
-def _is_count(value) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _written_since(count, frames_written: int, capacity: int) -> list[tuple[int, int]] | None:
-    """The ring's slot ranges [first, last) written since its count of frames written was
-    `count` (they follow in ring order: `replay.storage.Storage`); None where the count cannot
-    tell (none, or a whole ring or more ago)."""
-    if not _is_count(count) or not 0 <= frames_written - count < capacity:
-        return None
-    start = count % capacity
-    end = start + frames_written - count
-    return [(start, min(end, capacity))] + ([(0, end - capacity)] if end > capacity else [])
-
-
-def _recorded_checksums(sidecar: dict, capacity: int) -> tuple[int, list[int]] | None:
-    """A record's chunk size in slots and its CRC-32s, one per chunk of a ring of `capacity`
-    slots; None where they are absent or malformed (a record damaged or edited on disk)."""
-    chunk_slots, checksums = sidecar.get("chunk_slots"), sidecar.get("crc32")
-    if not (_is_count(chunk_slots) and chunk_slots > 0 and isinstance(checksums, list)):
-        return None
-    if len(checksums) != -(-capacity // chunk_slots) or not all(map(_is_count, checksums)):
-        return None
-    return chunk_slots, checksums
-
-
 def _chunk_slots(frames: np.ndarray) -> int:
     """The whole slots in the frames one CRC-32 covers."""
     return max(1, CHECKSUM_CHUNK_BYTES // frames[0].nbytes)
@@ -339,11 +316,6 @@ def _chunk_slots(frames: np.ndarray) -> int:
 def _chunk(frames: np.ndarray, index: int, chunk_slots: int) -> np.ndarray:
     """Chunk `index` of `frames`, `chunk_slots` slots (the last one may be shorter), flat."""
     return frames[index * chunk_slots : (index + 1) * chunk_slots].reshape(-1)
-
-
-def _chunks_of(ranges: list[tuple[int, int]], chunk_slots: int) -> list[int]:
-    """The chunks of `chunk_slots` slots that the slot ranges [first, last) touch."""
-    return sorted({c for a, b in ranges for c in range(a // chunk_slots, -(-b // chunk_slots))})
 
 
 @functools.cache

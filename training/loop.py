@@ -175,7 +175,8 @@ class Training:
         once every test is recorded; a stop request during that wait leaves the tests pending
         in the last checkpoint, and the resumed run finishes. The snapshot marks the run
         finished (a resume then changes nothing), so a run killed before it has written
-        everything else. Then only the last checkpoint stays (`keep_latest_only`)."""
+        everything else. Then only the last checkpoint stays (`keep_latest_only`; a run
+        stopped before that is finished, and its next command completes it)."""
         if not self.periodic_test.complete(self.progress.writer):
             return
         self._settle_learning()

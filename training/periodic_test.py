@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from artifacts.atomic import save_atomically
 from artifacts.run_directory import RunDirectory
 from artifacts.snapshot import read_snapshot, save_agent_snapshot
+from artifacts.tensor_tree import save_atomically
 from envs.registry import environment_kind
 from evaluation.protocols import EvaluationResult
 from training.checkpoints import CheckpointError

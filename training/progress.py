@@ -2,6 +2,7 @@
 
 import math
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -66,8 +67,8 @@ def check_event_files(run_dir: Path, progress_state: dict) -> list[str]:
         if damage is not None and not damage.cut_short:
             raise ValueError(
                 f"{damage}: the events from there on would drop out of the run's curves; "
-                f"restore the file, or cut it there (truncate -s {damage.offset} {path}) to "
-                "resume without them"
+                f"restore the file, or cut it there (truncate -s {damage.offset} "
+                f"{shlex.quote(str(path))}) to resume without them"
             )
         if size < int(recorded):
             warnings.append(

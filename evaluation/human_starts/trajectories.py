@@ -28,6 +28,7 @@ from pathlib import Path
 import ale_py
 import gymnasium as gym
 
+from artifacts.atomic import write_atomically
 from envs.games import resolve_game
 
 gym.register_envs(ale_py)
@@ -56,9 +57,6 @@ class TrajectoryLog:
 
 def save_trajectories(path: str | os.PathLike, log: TrajectoryLog) -> None:
     """Write ``log`` to ``path`` atomically: a reader sees the old file or the whole new one."""
-    # Imported here: artifacts.atomic brings torch (3 s), which reading and replaying do not need.
-    from artifacts.atomic import write_atomically
-
     document = {
         "format": FORMAT,
         "version": VERSION,

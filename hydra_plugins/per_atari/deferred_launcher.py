@@ -11,12 +11,13 @@ from omegaconf import DictConfig
 
 
 class DeferredLauncher(Launcher):
-    """Keeps the launcher's parameters and its setup; `launch` builds `implementation()` with
-    them and hands it the sweep."""
+    """Keeps the launcher's parameters; `setup` (once the sweep is checked, before its
+    sweeper creates anything) builds `implementation()` with them and sets it up, and
+    `launch` hands it the sweep."""
 
     def __init__(self, **params) -> None:
         self.params = params
-        self.setup_arguments: dict = {}
+        self.launcher: Launcher | None = None
 
     @staticmethod
     def implementation() -> type[Launcher]:
@@ -25,13 +26,10 @@ class DeferredLauncher(Launcher):
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        self.setup_arguments = dict(
-            hydra_context=hydra_context, task_function=task_function, config=config
-        )
+        self.launcher = self.implementation()(**self.params)
+        self.launcher.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
-        launcher = self.implementation()(**self.params)
-        launcher.setup(**self.setup_arguments)
-        return launcher.launch(job_overrides, initial_job_idx)
+        return self.launcher.launch(job_overrides, initial_job_idx)

@@ -7,8 +7,8 @@ import pytest
 
 from cliffwalk import __main__ as cliffwalk_main
 from cliffwalk.__main__ import COMPARISONS, main
-from cliffwalk.experiment import PAPER, RunResult, paired_table, read_results, run_one, summarize
-from cliffwalk.plots import markdown_table
+from cliffwalk.experiment import PAPER, RunResult, paired_table, read_results, run_one
+from cliffwalk.plots import markdown_table, summarize
 
 
 def test_cli_writes_csv_summary_and_figures(tmp_path):

@@ -2,6 +2,7 @@
 (a composed demo config and a freshly initialised agent: no training)."""
 
 import csv
+import errno
 import json
 import os
 import subprocess
@@ -296,3 +297,57 @@ def test_a_directory_without_runs_or_snapshots_is_one_line_error(tmp_path, capsy
     assert "has no agent_best.pt (snapshot=best); snapshots present: agent_latest.pt" in (
         capsys.readouterr().err
     )
+
+
+def fill(directory: Path) -> None:
+    """Write into `directory` until its file system has no byte left."""
+    descriptor = os.open(directory / "filling", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        while True:
+            os.write(descriptor, bytes(4096))
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(descriptor)
+
+
+def test_an_output_on_a_full_disk_is_refused_before_the_evaluation(
+    multirun, small_file_system, capsys
+):
+    output = small_file_system(2**20)
+    fill(output)
+    assert evaluate.main([str(multirun / "seed=0"), "episodes=2", *QUICK, f"output={output}"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: output={output} cannot be used: the disk of {output} has 0 bytes free, and "
+        "about 4,224 are needed\n"
+    )
+    assert [path.name for path in output.iterdir()] == ["filling"]
+
+
+def test_a_disk_that_fills_during_the_evaluation_leaves_the_earlier_report_whole(
+    multirun, small_file_system, monkeypatch, capsys
+):
+    output = small_file_system(2**20)
+    earlier = {"evaluation_noop.json": b'{"runs": []}\n', "evaluation_noop.csv": b"game\n"}
+    for name, data in earlier.items():
+        (output / name).write_bytes(data)
+    evaluate_run = evaluate.evaluate_run
+
+    def evaluate_then_fill(*arguments):
+        score = evaluate_run(*arguments)
+        fill(output)
+        return score
+
+    monkeypatch.setattr(evaluate, "evaluate_run", evaluate_then_fill)
+    assert evaluate.main([str(multirun / "seed=0"), "episodes=1", *QUICK, f"output={output}"]) == 1
+    error = capsys.readouterr().err
+    assert "Traceback" not in error
+    assert error.splitlines()[-1] == (
+        f"error: could not write {output}/evaluation_noop.json and evaluation_noop.csv: No space "
+        "left on device; neither was written (make room, or give output= on another disk, and "
+        "evaluate again)"
+    )
+    assert {path.name: path.read_bytes() for path in output.iterdir() if path.name in earlier} == (
+        earlier
+    )
+    assert sorted(path.name for path in output.iterdir()) == sorted([*earlier, "filling"])

@@ -13,6 +13,7 @@ pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
 
 from launch import joblib_launcher  # noqa: E402
 from launch.joblib_launcher import (  # noqa: E402
+    DIED,
     FAILED,
     FINISHED,
     NOT_STARTED,
@@ -21,6 +22,7 @@ from launch.joblib_launcher import (  # noqa: E402
     conclude,
     run_job,
     sweep_command,
+    worker_environment,
 )
 
 JOBS = {0: ["seed=0", "threads=1"], 1: ["seed=1", "threads=1"], 2: ["seed=2", "threads=1"]}
@@ -76,6 +78,29 @@ def test_a_failed_job_is_named_and_the_sweep_exits_1_after_a_stop_too(capsys):
     )
 
 
+def test_a_worker_that_died_stops_the_sweep_named_in_its_one_line_and_exits_1(capsys):
+    outcomes = {
+        0: JobOutcome(0, STOPPED, signal.SIGTERM),
+        1: JobOutcome(1, DIED, failure="killed by SIGKILL"),
+    }  # job 2 never sent
+    assert ending(JOBS, outcomes, signal.SIGTERM, capsys) == (
+        1,
+        "sweep stopped: the worker of job 1 (seed=1) died (killed by SIGKILL) (jobs: 1 stopped, "
+        f"1 not started, 1 died); {RESUME}\n",
+    )
+
+
+def test_each_worker_gets_its_share_of_the_cores_unless_omp_num_threads_is_set(monkeypatch):
+    """What each run's `threads: auto` then takes as its torch threads (n_jobs=-1: a job on
+    every core)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    share = max(1, joblib_launcher.cpu_count() // 2)
+    assert worker_environment(2) == {"OMP_NUM_THREADS": str(share)}
+    assert worker_environment(-1) == {"OMP_NUM_THREADS": "1"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert worker_environment(2) == {}  # the workers inherit the user's
+
+
 def test_the_resume_command_names_the_sweep_directory_once_and_quotes(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["train.py", "-m", "hydra.sweep.dir=a", "x=[1,2]", "y=a b"])
     assert sweep_command("runs/my sweep") == (
@@ -88,13 +113,15 @@ def run(execute_job, monkeypatch) -> JobOutcome:
     return run_job(7, ["seed=7"], "context")
 
 
-def test_a_job_stopped_by_its_loop_is_stopped_and_no_further_job_starts(monkeypatch):
+def test_a_job_stopped_by_its_loop_is_stopped_and_one_asked_first_never_starts(monkeypatch):
     def checkpointed_after_sigint(number, overrides, context):
         sys.exit(130)  # train.py's report_stop
 
     assert run(checkpointed_after_sigint, monkeypatch) == JobOutcome(7, STOPPED, signal.SIGINT)
+    # A stop sent while its worker started, held until its handlers were in place.
+    monkeypatch.setattr(joblib_launcher.worker_stop, "signal", signal.SIGTERM)
     never = run(lambda *job: pytest.fail("a job started after a stop"), monkeypatch)
-    assert never == JobOutcome(7, NOT_STARTED, signal.SIGINT)
+    assert never == JobOutcome(7, NOT_STARTED, signal.SIGTERM)
 
 
 def test_a_stop_before_the_loop_ends_the_job_there_and_the_handlers_come_back(monkeypatch):

@@ -2,8 +2,6 @@
 (`artifacts.upgrade`): what was added since gets the value that continues the run as it ran;
 and the directories a refused run removes."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,11 @@ from artifacts.provenance import code_state, read_starts
 from artifacts.run_directory import RunDirectory
 from artifacts.upgrade import upgrade_checkpoint_state
 from launch import run_config
-from launch.run_config import load_stored_config, remove_created_directories
+from launch.run_config import (
+    load_stored_config,
+    note_existing_directories,
+    remove_created_directories,
+)
 from launch.validation import validate_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,35 +142,23 @@ def test_each_start_of_a_run_is_recorded_beside_its_config(tmp_path):
     assert RunDirectory(run_dir).provenance.complete
 
 
-# A refused run in a new process, after Hydra's `mkdir -p` of its run directory (argv[1]); and
-# one whose run directory (argv[2]) existed before.
-REFUSED_RUNS = """import sys
-from pathlib import Path
-from launch.run_config import remove_created_directories
-new, existing = Path(sys.argv[1]), Path(sys.argv[2])
-new.mkdir(parents=True)
-remove_created_directories(new)
-remove_created_directories(existing)
-"""
-
-
 def test_a_refused_run_removes_the_directories_it_created_and_only_those(tmp_path):
     (tmp_path / "made_before" / "empty_run").mkdir(parents=True)
-    new_run = tmp_path / "made_before" / "new" / "run"
-    arguments = [str(new_run), str(tmp_path / "made_before" / "empty_run")]
-    subprocess.run(
-        [sys.executable, "-c", REFUSED_RUNS, *arguments], cwd=ROOT, check=True, timeout=300
-    )
+    new_run, existing_run = tmp_path / "made_before" / "new" / "run", tmp_path / "made_before"
+    existing_run /= "empty_run"
+    for run_dir in (new_run, existing_run):  # as Hydra's callback does, before its mkdir -p
+        note_existing_directories(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        remove_created_directories(run_dir)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == [
         Path("made_before"),
         Path("made_before/empty_run"),
     ]
 
 
-def test_where_no_creation_time_is_kept_only_the_run_directory_is_removed(tmp_path, monkeypatch):
-    """Its modification time tells when it was created; its parents' cannot."""
-    monkeypatch.setattr(run_config, "_creation_ns", lambda path: None)
-    run = tmp_path / "new" / "run"
-    run.mkdir(parents=True)  # after this process started
+def test_a_run_directory_no_one_noted_is_left_as_it_is(tmp_path):
+    """A sweep's job refused by its own process cannot know what existed before the sweep."""
+    run = tmp_path / "sweep" / "job"
+    run.mkdir(parents=True)
     remove_created_directories(run)
-    assert list(tmp_path.rglob("*")) == [tmp_path / "new"]
+    assert sorted(tmp_path.rglob("*")) == [tmp_path / "sweep", run]

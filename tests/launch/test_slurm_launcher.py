@@ -65,7 +65,10 @@ def test_a_stopped_sweep_job_is_resumed_by_the_sweeps_command():
     assert train.resume_command(run, sweep) == (
         "the sweep's command with hydra.sweep.dir=multirun/pong"
     )
-    assert train.resume_command(run, single) == "python train.py resume=multirun/pong/seed=1"
+    # Hydra reads `=` in a value only quoted: `resume=multirun/pong/seed=1` is refused.
+    assert train.resume_command(run, single) == (
+        "python train.py 'resume=\"multirun/pong/seed=1\"'"
+    )
 
 
 def test_a_cancelled_job_is_named_with_the_runs_own_last_line(tmp_path):

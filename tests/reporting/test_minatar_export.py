@@ -61,6 +61,8 @@ def test_a_config_from_before_the_settings_is_named_by_its_kind(tmp_path):
 
 
 def write_events(run: RunDirectory, returns, evaluations) -> None:
+    """The run's events, and its final snapshot: it finished."""
+    run.final_snapshot.write_bytes(b"not exported")
     writer = SummaryWriter(str(run.tensorboard))
     for step, value in returns:
         writer.add_scalar("episode/return", value, step)
@@ -95,6 +97,7 @@ def test_a_minatar_run_is_exported_below_its_family(tmp_path):
         "config.yaml",
         "evaluations.csv",
         "provenance.yaml",
+        "trained.yaml",
         "training_returns.csv",
     ]
     # One agent step is one MinAtar frame; no human reference, so no normalized score.

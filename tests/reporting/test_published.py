@@ -13,7 +13,7 @@ from envs.games import resolve_game
 from evaluation.protocol_registry import PROTOCOLS
 from evaluation.scores import normalized_score
 from reporting.__main__ import main
-from reporting.dopamine import dopamine_curves, iteration_means
+from reporting.published import dopamine_curves, iteration_means
 from reporting.score_table import RunScore, game_rows, write_report
 
 # Pong's no-op reference scores: random −20.7, human 14.6 (|human − random| = 35.3).
@@ -83,7 +83,16 @@ def write_evaluated(run_dir: Path, game, kind, seed, protocol_name, snapshot, fr
 
 
 def write_run(
-    run_dir: Path, game, kind, seed, total_steps, evaluations, returns, evaluated=None, changes=None
+    run_dir: Path,
+    game,
+    kind,
+    seed,
+    total_steps,
+    evaluations,
+    returns,
+    evaluated=None,
+    changes=None,
+    finished=True,
 ) -> None:
     run_dir.mkdir(parents=True)
     config = {
@@ -94,6 +103,8 @@ def write_run(
     }
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(config))
     (run_dir / "agent_best.pt").write_bytes(b"not exported")
+    if finished:
+        (run_dir / "agent_final.pt").write_bytes(b"not exported")
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     for step, score, episode_scores in evaluations:
         writer.add_scalar("eval/score", score, step)
@@ -122,7 +133,13 @@ def files_below(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
-EXPORTED = ("config.yaml", "evaluations.csv", "provenance.yaml", "training_returns.csv")
+EXPORTED = (
+    "config.yaml",
+    "evaluations.csv",
+    "provenance.yaml",
+    "trained.yaml",
+    "training_returns.csv",
+)
 NOOP_REPORT = ("evaluation_noop.csv", "evaluation_noop.json")
 # What run 0 has beside the files every exported run has, copied as they are.
 COPIED = (
@@ -306,6 +323,7 @@ def test_report_gives_training_returns_per_iteration_beside_dopamine(tmp_path):
             (600_000, 4.0),
             (700_000, 6.0),
         ],
+        finished=False,  # stopped after its test at 3M frames
     )
     results = tmp_path / "results"
     main(["export", str(tmp_path / "runs"), "--out", str(results)])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from reporting.seed_statistics import (
+from reporting.minatar_seeds import (
     last_average,
     mean_and_standard_error,
     on_grid,
