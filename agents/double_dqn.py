@@ -65,11 +65,6 @@ class DoubleDQN:
         self.optimizer = _optimizer(self.online, agent, batch_size)
         self.single_forward = cuda  # see _td_errors
         self.cuda_graphs = agent.cuda_graphs
-        if agent.torch_compile and compute_parameter_change_norms:
-            raise ValueError(
-                "agent.torch_compile=true is not allowed with replay.priority_signal="
-                "parameter_change: its per-sample gradients are computed eagerly"
-            )
         self.compiled_update = CompiledUpdate(type(self).update) if agent.torch_compile else None
         if cuda:
             from agents.acceleration import CudaUpdates  # CUDA alone needs the CUDA corner
