@@ -34,13 +34,7 @@ class NatureQNetwork(nn.Module):
         super().__init__()
         if tuple(frame_shape) != (FRAME_SIZE, FRAME_SIZE):
             raise ValueError(f"the Nature network takes 84x84 frames, not {tuple(frame_shape)}")
-        if num_actions < 1 or history_length < 1:
-            raise ValueError(
-                f"need num_actions >= 1 and history_length >= 1, got "
-                f"{num_actions} and {history_length}"
-            )
-        self.num_actions = num_actions
-        self.history_length = history_length
+        self.num_actions, self.history_length = num_actions, history_length
         # torch's default init (kaiming_uniform with a=sqrt(5), bias bound 1/sqrt(fan_in)) is
         # exactly Torch7's uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) used in DeepMind's DQN code.
         self.features = nn.Sequential(
@@ -60,18 +54,7 @@ class NatureQNetwork(nn.Module):
             self.head_bias = nn.Parameter(torch.empty(()).uniform_(-bound, bound))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """Q values from raw uint8 frames; rejects any other dtype (a float input of 0..255
-        pixels would silently be 255x too large)."""
-        if frames.dtype != torch.uint8:
-            raise TypeError(
-                f"NatureQNetwork expects uint8 frames, got {frames.dtype}; "
-                "use q_from_scaled for frames already scaled to [0, 1]"
-            )
-        return self.q_from_scaled(frames.float().div_(255.0))
-
-    def q_from_scaled(self, scaled: torch.Tensor) -> torch.Tensor:
-        """Q values from float frames already scaled to [0, 1], shape (B, history, 84, 84)."""
-        q = self.head(self.features(scaled))
+        q = self.head(self.features(uint8_frames(self, frames).float().div_(255.0)))
         return q + self.head_bias if self.shared_bias else q
 
 
@@ -93,12 +76,8 @@ class MinAtarQNetwork(nn.Module):
 
     def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
-        if len(frame_shape) != 3 or num_actions < 1 or history_length < 1:
-            raise ValueError(
-                f"the MinAtar network takes (channels, height, width) frames, num_actions >= 1 "
-                f"and history_length >= 1; got {tuple(frame_shape)}, {num_actions}, "
-                f"{history_length}"
-            )
+        if len(frame_shape) != 3:
+            raise ValueError(f"the MinAtar network takes (C, H, W) frames, not {frame_shape}")
         channels, height, width = frame_shape
         self.num_actions, self.history_length = num_actions, history_length
         self.conv = nn.Conv2d(history_length * channels, 16, kernel_size=3, stride=1)
@@ -106,10 +85,7 @@ class MinAtarQNetwork(nn.Module):
         self.output = nn.Linear(128, num_actions)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        if frames.dtype != torch.uint8:
-            raise TypeError(f"MinAtarQNetwork expects uint8 frames, got {frames.dtype}")
-        batch = frames.shape[0]
-        grids = frames.reshape(batch, -1, *frames.shape[-2:]).float()
+        grids = uint8_frames(self, frames).flatten(1, -3).float()
         # `self.conv` as one product of the 3×3 patches with the filters: the same function,
         # rounded differently, and faster on a CPU at this size (docs/benchmarks.md#minatar).
         patches = F.unfold(grids, self.conv.kernel_size).transpose(1, 2)
@@ -132,6 +108,15 @@ def build_network(
     `agent.network` when there is no such network or it does not take these frames."""
     one_of(NETWORKS).check("agent.network", name)
     try:
+        if num_actions < 1 or history_length < 1:
+            raise ValueError(f"{num_actions} actions and {history_length} frames per state")
         return NETWORKS[name](num_actions, history_length, tuple(frame_shape))
     except ValueError as error:
         raise ValueError(f"agent.network={name} is not allowed here: {error}") from None
+
+
+def uint8_frames(network: nn.Module, frames: torch.Tensor) -> torch.Tensor:
+    """`frames`, which must be uint8: float pixels of 0..255 would be silently 255x too large."""
+    if frames.dtype != torch.uint8:
+        raise TypeError(f"{type(network).__name__} expects uint8 frames, got {frames.dtype}")
+    return frames
