@@ -20,13 +20,9 @@ class CenteredRMSProp(torch.optim.Optimizer):
         theta <- theta - lr * grad / sqrt(g2 - g**2 + epsilon)
 
     torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, a
-    different update for any epsilon > 0; `epsilon_inside=False` is that rule, with torch's
-    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero and
-    exist from construction (and `load_state_dict`) on. The settings come checked
-    (`agents.settings.AgentSettings`). A step (`centered_rmsprop`) is eight `torch._foreach_*`
-    calls over all parameters with a gradient (multi-tensor kernels on CUDA), in a
-    per-parameter loop's order (on CPU bit-identical to that loop), syncing with the host
-    nowhere (for CUDA graph capture).
+    different update for any epsilon > 0; `epsilon_inside=False` is that rule, bit-identical
+    to torch's on CPU. g and g2 start at zero and exist from construction (and
+    `load_state_dict`) on. A step is `centered_rmsprop` over the parameters with a gradient.
     """
 
     def __init__(
@@ -52,8 +48,7 @@ class CenteredRMSProp(torch.optim.Optimizer):
         # torch moves the saved tensors with `.to`, which returns the same tensor when device
         # and dtype already match: an in-memory state dict would be shared with its source.
         for state in self.state.values():
-            for key, value in state.items():
-                state[key] = value.clone()
+            state.update({key: value.clone() for key, value in state.items()})
         self._allocate_state()
 
     def _allocate_state(self) -> None:
@@ -87,15 +82,12 @@ class CenteredRMSProp(torch.optim.Optimizer):
         root, ε > √(g2 − g²) outside), where a step is lr·gradient / √ε (or / ε)."""
         step_sum, dominated, count = 0.0, 0, 0
         for group in self.param_groups:
-            grad_avgs, square_avgs = self.statistics(group["params"])
-            for grad_avg, square_avg in zip(grad_avgs, square_avgs, strict=True):
+            for grad_avg, square_avg in zip(*self.statistics(group["params"]), strict=True):
                 variance = (square_avg - grad_avg * grad_avg).clamp_(min=0)
                 spread = variance if self.epsilon_inside else variance.sqrt()
-                divisor = (
-                    (variance + group["epsilon"]).sqrt_()
-                    if self.epsilon_inside
-                    else variance.sqrt() + group["epsilon"]
-                )
+                divisor = spread + group["epsilon"]
+                if self.epsilon_inside:
+                    divisor.sqrt_()
                 step_sum += float((grad_avg.abs() / divisor).sum()) * group["lr"]
                 dominated += int((spread < group["epsilon"]).sum())
                 count += grad_avg.numel()
@@ -113,7 +105,9 @@ def centered_rmsprop(
     params: list, grads: list, grad_avgs: list, square_avgs: list, group: dict, epsilon_inside: bool
 ) -> None:
     """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2), with a param
-    group's lr, decay and epsilon: what its `step` runs, and the learner's update applies."""
+    group's lr, decay and epsilon: what its `step` runs, and the learner's update applies.
+    Eight `torch._foreach_*` calls (multi-tensor kernels on CUDA) in a per-parameter loop's
+    order (on CPU bit-identical to that loop), syncing with the host nowhere (for capture)."""
     lr, decay, epsilon = group["lr"], group["decay"], group["epsilon"]
     with torch.no_grad():
         if not epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps

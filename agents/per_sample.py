@@ -39,6 +39,10 @@ def parameter_change_norms(
     gradients of Q come from `torch.func.vmap(grad(...))`: B copies of the gradient, 4·B·P
     bytes for P parameters.
     """
+    groups = optimizer.param_groups
+    if len(groups) != 1:
+        raise ValueError(f"parameter_change_norms needs one parameter group, got {len(groups)}")
+    decay, epsilon = groups[0]["decay"], groups[0]["epsilon"]
     params = {name: param.detach() for name, param in network.named_parameters()}
     buffers = {name: buffer.detach() for name, buffer in network.named_buffers()}
 
@@ -52,8 +56,6 @@ def parameter_change_norms(
     clipped_errors = (targets - q_values).clamp(-td_error_clip, td_error_clip)
     # ḡ = (1/B) Σ w_j g_j with g_j = −clip(δ_j) ∇Q_j.
     batch_coefficients = -(weights * clipped_errors) / len(actions)
-    group = _only_group(optimizer)
-    decay, epsilon = group["decay"], group["epsilon"]
     sensitivities = torch.zeros_like(q_values)
     for name, param in network.named_parameters():
         gradients = q_gradients[name]
@@ -68,11 +70,3 @@ def parameter_change_norms(
     sensitivities = sensitivities.sqrt()
     mean = sensitivities.mean().clamp_min(torch.finfo(sensitivities.dtype).tiny)
     return clipped_errors.abs() * sensitivities / mean
-
-
-def _only_group(optimizer: CenteredRMSProp) -> dict:
-    if len(optimizer.param_groups) != 1:
-        raise ValueError(
-            f"parameter_change_norms needs one parameter group, got {len(optimizer.param_groups)}"
-        )
-    return optimizer.param_groups[0]
