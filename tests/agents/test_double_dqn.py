@@ -12,18 +12,13 @@ import pytest
 import torch
 from torch import nn
 
-from agents import (
-    DoubleDQN,
-    LearnStats,
-    double_q_targets,
-    dqn_targets,
-    resolve_device,
-    weighted_huber_loss,
-)
 from agents.acceleration import PinnedStaging
-from agents.double_dqn import _optimizer, optimizer_epsilon
+from agents.devices import resolve_device
+from agents.double_dqn import DoubleDQN, _optimizer, optimizer_epsilon
 from agents.optimizer import CenteredRMSProp
 from agents.settings import AgentSettings
+from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
+from agents.updates import LearnStats
 
 NO_GPU = not torch.cuda.is_available()
 

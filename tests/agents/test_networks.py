@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-from agents import NatureQNetwork
-from agents.networks import MinAtarQNetwork, build_network
+from agents.networks import MinAtarQNetwork, NatureQNetwork, build_network
 
 
 def _hand_count(num_actions: int, history: int = 4) -> int:
