@@ -24,13 +24,12 @@ class DoubleDQN:
     """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
     parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
 
-    `agent` holds the checked settings; `batch_size` (`train.batch_size`) sets the optimizer's
-    ε; the network takes `history_length` of the env's frames of `frame_shape`. `rng` is the
-    only source of randomness: the initial weights and the exploratory actions of `policy`,
-    how training acts. The target network only changes through `sync_target` (or
-    `load_state_dict`). `updates` runs the updates: at once on CPU (`SerialUpdates`), on CUDA
-    on a stream of their own (`agents.acceleration.CudaUpdates`); at most one is in flight
-    (`start_learning`), and every other method waits for it first.
+    `batch_size` (`train.batch_size`) sets the optimizer's ε. `rng` is the only source of
+    randomness: the initial weights and the exploratory actions of `policy`, how training
+    acts. The target network only changes through `sync_target` (or `load_state_dict`).
+    `updates` runs the updates: at once on CPU (`SerialUpdates`), on CUDA on a stream of their
+    own (`agents.acceleration.CudaUpdates`); at most one is in flight (`start_learning`), and
+    every other method waits for it first.
     """
 
     def __init__(
@@ -98,7 +97,7 @@ class DoubleDQN:
         return self._online_policy
 
     def learn(self, batch: Batch) -> LearnStats:
-        """One optimizer step on the weighted Huber loss of the TD errors."""
+        """`update` of `batch`, to its end."""
         return self.start_learning(batch).result()
 
     def start_learning(self, batch: Batch) -> PendingLearn:
@@ -132,11 +131,11 @@ class DoubleDQN:
     def update(
         self, params, grad_avgs, square_avgs, all_states, actions, rewards, terminals, weights
     ) -> torch.Tensor:
-        """One optimizer step on the weighted Huber loss of the TD errors, a function of tensors
-        that synchronizes with the host nowhere (for CUDA graphs and torch.compile): `params`
-        (the online parameters, in order) and their g and g2 change in place, nothing else.
-        Returns [TD errors, loss, mean Q, parameter-change norms if computed]. Gradients by
-        `torch.autograd.grad`: `backward`'s bit for bit, at less cost than `torch.func`'s."""
+        """One optimizer step on the weighted Huber loss of the TD errors: the only update, run
+        as it is, compiled or captured, so it synchronizes with the host nowhere. `params` (the
+        online parameters, in order) and their g and g2 change in place, nothing else. Returns
+        [TD errors, loss, mean Q, parameter-change norms if computed]. `torch.autograd.grad`
+        gives `backward`'s gradients bit for bit, at less cost than `torch.func.grad`."""
         td_errors, q_taken, targets = self._td_errors(all_states, actions, rewards, terminals)
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
         gradients = list(torch.autograd.grad(loss, params))
