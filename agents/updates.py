@@ -27,9 +27,9 @@ class LearnStats:
 
 
 class PendingLearn:
-    """An update that has been started. `result()` waits for it and returns its stats, the
-    same at every call. `wait_for_summary`, called at most once, returns the host copy of the
-    update's summary (`DoubleDQN.update`'s)."""
+    """An update that has been started: `result()` waits for it and returns its stats, the same
+    at every call. `wait_for_summary`, called once, returns the host copy of its summary
+    (`DoubleDQN.update`'s)."""
 
     def __init__(self, wait_for_summary: Callable[[], np.ndarray], batch_size: int) -> None:
         self._wait_for_summary, self._batch_size = wait_for_summary, batch_size
@@ -71,15 +71,14 @@ class Batch(Protocol):
 def check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device) -> int:
     """Validate dtypes and shapes (a wrong dtype would otherwise fail deep inside torch or
     silently promote); returns B. `all_states` may be a uint8 tensor on `device`."""
-    batch_size = batch.actions.shape[0]
-    expected = {
-        "all_states": (np.uint8, (2 * batch_size, *state_shape)),
-        "actions": (np.int64, (batch_size,)),
-        "rewards": (np.float32, (batch_size,)),
-        "terminals": (np.float32, (batch_size,)),
-        "weights": (np.float32, (batch_size,)),
-    }
-    for name, (dtype, shape) in expected.items():
+    size = batch.actions.shape[0]
+    for name, dtype, shape in (
+        ("all_states", np.uint8, (2 * size, *state_shape)),
+        ("actions", np.int64, (size,)),
+        ("rewards", np.float32, (size,)),
+        ("terminals", np.float32, (size,)),
+        ("weights", np.float32, (size,)),
+    ):
         array = getattr(batch, name)
         if isinstance(array, torch.Tensor) and name == "all_states":
             good = array.dtype == torch.uint8 and array.device == device
@@ -91,7 +90,7 @@ def check_batch(batch: Batch, state_shape: tuple[int, ...], device: torch.device
             raise ValueError(
                 f"batch.{name} must be {dtype} {shape}, got {array.dtype} {tuple(array.shape)}"
             )
-    return batch_size
+    return size
 
 
 def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Tensor]]) -> list:
@@ -105,7 +104,8 @@ def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Ten
 
 class SerialUpdates:
     """Each update (the learner's `update_step`) runs to its end when it starts (the CPU's
-    way: Algorithm 1's order), on zero-copy views of the batch's arrays."""
+    way: Algorithm 1's order), on zero-copy views of the batch's arrays. Nothing is ever in
+    flight (`wait`) or captured (`reset`)."""
 
     pipelined = False
     behaviour = None
@@ -119,10 +119,9 @@ class SerialUpdates:
         return PendingLearn(lambda: summary, batch_size)
 
     def wait(self) -> None:
-        """Nothing is ever in flight."""
+        pass
 
-    def reset(self) -> None:
-        """Nothing is captured."""
+    reset = wait
 
 
 def held(function: Callable) -> Callable[[], Callable]:
