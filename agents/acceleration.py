@@ -1,7 +1,6 @@
-"""The CUDA corner, which only a CUDA learner or policy imports: what makes the agent fast on a
-GPU without changing what it computes. Page-locked staging for host-to-device copies, CUDA
-graphs of fixed-shape calls that give way to the eager call whenever a graph cannot be trusted
-(docs/gpu.md), the learner's updates on a stream of their own, and greedy actions."""
+"""The CUDA corner, which only a CUDA learner or policy imports: page-locked staging, CUDA
+graphs that give way to the eager call whenever they cannot be trusted (docs/gpu.md), the
+learner's updates on a stream of their own, and greedy actions."""
 
 from __future__ import annotations
 
@@ -26,16 +25,12 @@ GRAPH_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 # others of the kind (the evaluation worker's policy of each test) would fail alike.
 GRAPHS_GIVEN_UP: set[str] = set()
 
-# (function, inputs, the stream to capture on or None) -> the replay of the recorded call.
-Capture = Callable[[Callable, tuple, Any], Callable[[], torch.Tensor]]
-
 
 class PinnedStaging:
-    """Host-to-device copies of numpy arrays, through page-locked host buffers (unless an array
-    is page-locked already), into device tensors that stay the same objects while shapes and
-    dtypes do, so a CUDA graph can read them. Invariant: a buffer, or a caller's page-locked
-    array, is overwritten only after its previous transfer finished (callers first wait for
-    the work that read the previous inputs)."""
+    """Copies of numpy arrays through page-locked buffers (unless page-locked already) into
+    device tensors that stay the same objects while shapes and dtypes do, for a CUDA graph to
+    read. Invariant: callers wait for the work that read the previous inputs before the next
+    copy, so no buffer or page-locked array is overwritten while a transfer reads it."""
 
     def __init__(self, device: torch.device, pin_memory: bool = True) -> None:
         self.device, self.pin_memory = device, pin_memory
@@ -60,8 +55,8 @@ class PinnedStaging:
 
 
 def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Callable[[], torch.Tensor]:
-    """Record `function(*inputs)` into a CUDA graph on `stream` (recording runs nothing).
-    The replay runs the graph on the current stream and returns the graph's output tensor."""
+    """Record `function(*inputs)` into a CUDA graph on `stream` (recording runs nothing); the
+    replay runs it on the current stream and returns the graph's output tensor."""
     graph, caller = torch.cuda.CUDAGraph(), torch.cuda.current_stream()
     try:
         with torch.cuda.graph(graph, stream=stream):
@@ -79,19 +74,15 @@ def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Callable[[]
 
 
 class CapturedCall:
-    """`function(*inputs)` (a tensor), replayed from a CUDA graph once the graph is known to
-    compute what the eager call computes (docs/gpu.md); disabled, a plain call.
-
-    `warmup` eager calls on this call's own stream, the capture there, then one check: the
-    first replay and an eager call, both from the values of `state()` (lists of the tensors
-    `function` changes in place), agree within GRAPH_TOLERANCE; the eager result is kept. A
-    capture that raises or a failed check prints one line and leaves every call of this
-    `name` in the process eager (GRAPHS_GIVEN_UP). Invariants: a graph is replayed only for
-    the input tensors it was captured with and while `constants()` (the Python numbers
-    `function` reads) equal their value at capture, else (and after `reset()`) it is
-    captured anew after a warm-up; a replay's output is overwritten by the next replay; bound
-    methods are held weakly, so an owner is freed, its graph with it, once unreachable.
-    """
+    """`function(*inputs)` (a tensor) from a CUDA graph once `warmup` eager calls on its own
+    stream, the capture there and one check (docs/gpu.md) passed: the first replay and an
+    eager call from the same `state()` (the tensors `function` changes in place) agree within
+    GRAPH_TOLERANCE, and the eager result is kept. A capture that raises or a failed check
+    warns in one line and leaves every call of this `name` eager (GRAPHS_GIVEN_UP).
+    Invariants: a graph is replayed only for the input tensors it was captured with and while
+    `constants()` (the Python numbers `function` reads) are unchanged, else (and after
+    `reset()`) captured anew after a warm-up; a replay's output is overwritten by the next;
+    bound methods are held weakly, so an owner and its graph are freed once unreachable."""
 
     def __init__(
         self,
@@ -101,14 +92,12 @@ class CapturedCall:
         enabled: bool,
         device: torch.device | None = None,
         warmup: int = 3,
-        state: Callable[[], Sequence[Sequence[torch.Tensor]]] | None = None,
-        constants: Callable[[], Any] | None = None,
-        capture: Capture = capture_cuda_graph,
+        state: Callable[[], Sequence[Sequence[torch.Tensor]]] = tuple,
+        constants: Callable[[], Any] = tuple,
+        capture: Callable = capture_cuda_graph,
     ) -> None:
         self.name, self.enabled, self.device, self.warmup = name, enabled, device, warmup
-        self._function = held(function)
-        self._state = held(state or (lambda: ()))
-        self._constants = held(constants or (lambda: None))
+        self._function, self._state, self._constants = map(held, (function, state, constants))
         self._capture = capture
         cuda = device is not None and device.type == "cuda"
         self._stream = torch.cuda.Stream(device) if cuda and enabled else None
@@ -197,9 +186,8 @@ def _difference(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> flo
     return max(gaps, default=None)
 
 
-def captured_update(learner, enabled: bool, capture: Capture = capture_cuda_graph) -> CapturedCall:
-    """The learner's `update_step` as a CapturedCall on its device, graphs when `enabled`: its
-    state and constants are `DoubleDQN.update_state`'s and `update_constants`'."""
+def captured_update(learner, enabled: bool, capture: Callable = capture_cuda_graph) -> CapturedCall:
+    """The learner's `update_step` as a CapturedCall on its device, graphs when `enabled`."""
     return CapturedCall(
         learner.update_step,
         name="the update",
@@ -212,12 +200,10 @@ def captured_update(learner, enabled: bool, capture: Capture = capture_cuda_grap
 
 
 class CudaUpdates:
-    """The CUDA learner's updates (`captured_update`), each on the update stream while the host
-    goes on, from staged inputs, their summary back in page-locked memory behind an event. At
-    most one is in flight: `start` and `wait` finish it first. Acting (on the current stream)
-    waits for all of the update, or with `pipelined` only for the copy of the online
-    parameters into `behaviour` made when it started, which training then acts with (a policy
-    lag of one update)."""
+    """The CUDA learner's updates (`captured_update`) from staged inputs, on a stream of their
+    own while the host goes on, their summary copied back behind an event; at most one in
+    flight. Acting waits for the whole update, or with `pipelined` only for the copy of the
+    online parameters into `behaviour` it starts with, which training acts with instead."""
 
     def __init__(self, learner, graphs: bool, pipelined: bool) -> None:
         self.update, self.pipelined = captured_update(learner, graphs), pipelined
@@ -244,9 +230,7 @@ class CudaUpdates:
                 self.summary_host = torch.empty(summary.shape, pin_memory=True)
             host = self.summary_host
             host.copy_(summary, non_blocking=True)
-            # An eager call's summary was made on the captured call's own stream: keep its
-            # memory until this stream's copy has read it.
-            summary.record_stream(stream)
+            summary.record_stream(stream)  # made on the captured call's stream, read on this
             done = torch.cuda.Event()
             done.record()
         if self.behaviour is None:
@@ -271,8 +255,8 @@ class CudaUpdates:
 
 
 class GreedyActions:
-    """argmax_a Q(state, a) of one network on a CUDA device, one state at a time, without a
-    per-call allocation or a pageable copy; the forward pass is a `CapturedCall`."""
+    """argmax_a Q(state, a) of `network` for one state, without a per-call allocation or a
+    pageable copy; the forward pass is a `CapturedCall`."""
 
     def __init__(self, network: torch.nn.Module, device: torch.device, graphs: bool) -> None:
         self.network = network
