@@ -1,7 +1,6 @@
-"""`agent.torch_compile`: the learner's whole update (forward, gradients, the optimizer's rule)
-compiled by `torch.compile`, which fuses the many small operations that bound a small
-network's update (MinAtar's: docs/benchmarks.md). The same arithmetic, rounded differently:
-like any setting that changes results, a run keeps it from its first step to its last."""
+"""`agent.torch_compile`: the learner's whole update compiled by `torch.compile`, which fuses
+the many small operations that bound a small network's update (docs/benchmarks.md): the same
+arithmetic, rounded differently, so a run keeps the setting from its first step to its last."""
 
 from __future__ import annotations
 
@@ -17,12 +16,10 @@ COMPILE_OPTIONS = {"cpp_wrapper": True}
 
 
 class CompiledUpdate:
-    """`update` (`DoubleDQN.update`, the learner its first argument) compiled, with its
-    arguments and result. Compiling happens at the first call, before anything runs; if it
-    fails (no C++ compiler, an unsupported operation), this prints one line, keeps the cause
-    in `failure` (a training run records it) and calls `update` itself from then on, from the
-    same parameters and statistics. `options` (Inductor's) replace COMPILE_OPTIONS' where
-    given (benchmarks/update_step.py)."""
+    """`update` (`DoubleDQN.update`) compiled at its first call, before anything runs. If
+    compiling fails this warns in one line, keeps the cause in `failure` (a run records it)
+    and calls `update` itself from then on, from the same state. `options` (Inductor's)
+    replace COMPILE_OPTIONS' where given (benchmarks/update_step.py)."""
 
     def __init__(self, update: Callable, options: dict | None = None) -> None:
         self.update, self.options = update, COMPILE_OPTIONS | (options or {})

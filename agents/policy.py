@@ -10,15 +10,13 @@ from agents.devices import use_device
 
 
 class EpsilonGreedy:
-    """ε-greedy actions of `network` (on `device`) for one uint8 (history_length,
-    *frame_shape) state at a time.
+    """ε-greedy actions of `network` (on `device`, read as it is at each action: the policy
+    owns no parameters) for one uint8 (history_length, *frame_shape) state at a time.
 
-    Exactly one uniform draw per action decides exploration, and a second one picks the
-    random action, so the random stream does not depend on Q. `rng` is the default stream
-    (the training run's); an evaluator passes its own to `act`, which leaves the default
-    untouched. The policy reads `network` as it is at each action: it owns no parameters.
-    On CUDA the greedy action comes from `agents.acceleration.GreedyActions`, with a captured
-    forward pass when `cuda_graphs`; on CPU from a plain forward pass.
+    One uniform draw per action decides exploration and a second picks the random action, so
+    the random stream does not depend on Q. `rng` is the default stream (the training run's);
+    an evaluator passes its own to `act`. On CUDA the greedy action comes from
+    `agents.acceleration.GreedyActions`, captured when `cuda_graphs`.
     """
 
     def __init__(
