@@ -1,6 +1,6 @@
-"""The Q-networks, by name (`agent.network`): the Nature DQN convolutional network with the tuned
-Double DQN's shared-bias head (Atari) or its own bias per action, and MinAtar's
-one-convolution network."""
+"""The Q-networks, by name (`agent.network`). Each takes uint8 frames, raw pixel values or 0/1
+object channels, and converts them to float itself, so replay and data transfers stay uint8
+(4x smaller) until then; each returns float32 Q values (B, num_actions)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,10 @@ CONV_OUTPUT_SIZE = 64 * 7 * 7  # 84 -(8/4)-> 20 -(4/2)-> 9 -(3/1)-> 7, 64 channe
 
 
 class NatureQNetwork(nn.Module):
-    """Q(s, ·) for a stack of `history_length` uint8 frames (Mnih et al. 2015).
-
-    Input: uint8 tensor (B, history_length, 84, 84) with raw pixel values 0..255; it is
-    converted to float in [0, 1] inside `forward`, so replay and data transfers stay uint8
-    (4x smaller) until this point. Output: float32 (B, num_actions).
-
-    The head is a linear map WITHOUT per-action biases plus ONE scalar bias shared by all
-    actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper;
-    `NatureDQNNetwork` has the Nature DQN's bias per action.
-    """
+    """Q(s, ·) of the Nature DQN (Mnih et al. 2015) for (B, history_length, 84, 84) pixels,
+    scaled to [0, 1]. Its head is a linear map WITHOUT per-action biases plus ONE scalar bias
+    shared by all actions, as in the tuned Double DQN (van Hasselt et al. 2016) the PER paper
+    used; `NatureDQNNetwork` has the Nature DQN's bias per action."""
 
     shared_bias = True
 
@@ -68,11 +62,8 @@ class NatureDQNNetwork(NatureQNetwork):
 class MinAtarQNetwork(nn.Module):
     """Q(s, ·) for MinAtar (Young & Tian 2019): one 3×3 convolution with 16 filters, stride 1,
     ReLU, a fully connected layer of 128 ReLU units, and one linear output per action, with
-    torch's default initialisation (as MinAtar's `examples/dqn.py`).
-
-    Input: uint8 tensor (B, history_length, C, 10, 10) of 0/1 object channels, seen as
-    history_length × C input channels. Output: float32 (B, num_actions).
-    """
+    torch's default initialisation (as MinAtar's `examples/dqn.py`). Its input, (B,
+    history_length, C, 10, 10), is seen as history_length × C input channels."""
 
     def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
