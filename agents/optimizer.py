@@ -42,11 +42,10 @@ class CenteredRMSProp(torch.optim.Optimizer):
         self._allocate_state()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Checkpoints from before g and g2 were allocated up front hold them only for the
-        # parameters that had had a gradient; zeros are what the others' were.
         super().load_state_dict(state_dict)
-        # torch moves the saved tensors with `.to`, which returns the same tensor when device
-        # and dtype already match: an in-memory state dict would be shared with its source.
+        # torch's `.to` returns the saved tensor itself where device and dtype match: an
+        # in-memory state dict would be shared with its source. Checkpoints from before g and
+        # g2 were allocated up front lack them where a parameter never had a gradient (zeros).
         for state in self.state.values():
             state.update({key: value.clone() for key, value in state.items()})
         self._allocate_state()
@@ -77,9 +76,8 @@ class CenteredRMSProp(torch.optim.Optimizer):
     @torch.no_grad()
     def step_profile(self) -> dict[str, float]:
         """How large its steps are now, from g and g2: `mean_step`, the mean over parameters of
-        lr·|g| / divisor (a gradient equal to its running mean g's step); `epsilon_dominated`,
-        the fraction of parameters whose divisor ε dominates (ε > g2 − g² inside the square
-        root, ε > √(g2 − g²) outside), where a step is lr·gradient / √ε (or / ε)."""
+        lr·|g| / divisor (the step of a gradient equal to g); `epsilon_dominated`, the share of
+        parameters whose divisor ε dominates (ε > g2 − g², or ε > √(g2 − g²) outside)."""
         step_sum, dominated, count = 0.0, 0, 0
         for group in self.param_groups:
             for grad_avg, square_avg in zip(*self.statistics(group["params"]), strict=True):
