@@ -16,9 +16,8 @@ import torch
 @dataclass(frozen=True)
 class LearnStats:
     """td_errors: float32 (B,) RAW unclipped δ = y - Q_online(S, A) before the update (the
-    replay clips it into priorities). loss: the minimized weighted Huber loss. mean_q: the
-    batch's mean Q_online(S, A) before the update. parameter_change_norms: float32 (B,)
-    (`agents.per_sample`), or None unless the agent was asked for them."""
+    replay clips it into priorities); loss: the weighted Huber loss; mean_q: the batch's mean
+    Q_online(S, A); parameter_change_norms: float32 (B,) (`agents.per_sample`) when asked."""
 
     td_errors: np.ndarray
     loss: float
