@@ -1,13 +1,12 @@
-"""What makes the agent fast on a GPU without changing what it computes: page-locked staging
-for host-to-device copies, and CUDA graphs of fixed-shape calls that give way to the eager call
-whenever a graph cannot be trusted."""
+"""The CUDA corner, which only a CUDA learner or policy imports: page-locked staging, CUDA
+graphs that give way to the eager call whenever they cannot be trusted (docs/gpu.md), the
+learner's updates on a stream of their own, and greedy actions."""
 
 from __future__ import annotations
 
-import inspect
+import copy
 import math
 import sys
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,34 +14,23 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-# How far a graph's first replay may lie from the eager call on the same inputs and state:
-# float rounding (the same kernels, perhaps summing in another order), far below what a stale
-# input, a lost update or a wrong constant changes.
+from agents.compilation import error_line
+from agents.updates import PendingLearn, held, update_inputs
+
+# How far a graph's first replay may lie from the eager call: float rounding, far below what a
+# stale input, a lost update or a wrong constant changes.
 GRAPH_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 
-# The names of the kinds of captured call (the update, acting) whose graph gave up in this
-# process: the others of the kind, such as the policy the evaluation worker builds for each
-# test, would most likely fail alike, and each would warn again.
+# The kinds of captured call (the update, acting) whose graph gave up in this process: the
+# others of the kind (the evaluation worker's policy of each test) would fail alike.
 GRAPHS_GIVEN_UP: set[str] = set()
-
-Replay = Callable[[], Any]
-# (function, inputs, the stream to capture on or None) -> the replay of the recorded call.
-Capture = Callable[[Callable, tuple, Any], Replay]
 
 
 class PinnedStaging:
-    """Host-to-device copies of same-shaped numpy arrays into device tensors that stay put.
-
-    `to_device` copies each array into its page-locked host buffer (a plain CPU copy), then
-    starts an asynchronous copy into its device buffer and returns the device buffers: the
-    same tensor objects on every call while shapes and dtypes stay the same, so a CUDA graph
-    can read them. An array that is page-locked already (the replay gathers its states into
-    such memory) is copied to the device from where it is, without the host copy.
-    Invariant: a buffer, and a caller's page-locked array, is overwritten only after its
-    previous transfer finished; callers guarantee it by waiting for the work that read the
-    previous inputs (`CudaUpdates.start` waits for the update in flight first; the replay
-    draws its next batch only once the update of the last one is done).
-    """
+    """Copies of numpy arrays through page-locked buffers (unless page-locked already) into
+    device tensors that stay the same objects while shapes and dtypes do, for a CUDA graph to
+    read. Invariant: callers wait for the work that read the previous inputs before the next
+    copy, so no buffer or page-locked array is overwritten while a transfer reads it."""
 
     def __init__(self, device: torch.device, pin_memory: bool = True) -> None:
         self.device, self.pin_memory = device, pin_memory
@@ -66,117 +54,93 @@ class PinnedStaging:
         return self.on_device
 
 
-def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Replay:
-    """Record `function(*inputs)` into a CUDA graph on `stream` (recording runs nothing).
-    The replay runs the graph on the current stream and returns the graph's output tensors."""
+def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Callable[[], torch.Tensor]:
+    """Record `function(*inputs)` into a CUDA graph on `stream` (recording runs nothing); the
+    replay runs it on the current stream and returns the graph's output tensor."""
     graph, caller = torch.cuda.CUDAGraph(), torch.cuda.current_stream()
     try:
         with torch.cuda.graph(graph, stream=stream):
-            outputs = function(*inputs)
+            output = function(*inputs)
     finally:
         # torch.cuda.graph leaves its capture stream current when beginning or ending the
         # capture raises; the caller's work must go on on the caller's stream.
         torch.cuda.set_stream(caller)
 
-    def replay():
+    def replay() -> torch.Tensor:
         graph.replay()
-        return outputs
+        return output
 
     return replay
 
 
 class CapturedCall:
-    """`function(*inputs)`, replayed from a CUDA graph once the graph is known to compute what
-    the eager call computes.
-
-    The life of a graph: `warmup` eager calls on this call's own stream (cuDNN and cuBLAS pick
-    their workspaces there, as capture requires; no two captured calls share a stream, so
-    graphs replaying concurrently never share a workspace), the capture on that stream, and
-    one check: the first replay and an eager call on the same inputs, both from the values
-    `state()` had before (the tensors `function` changes in place), must agree within
-    GRAPH_TOLERANCE. The eager call is that call's result, so `state` changes once. Then
-    replays.
-
-    A capture or first replay that raises, or a check that fails, prints one line (the cause,
-    then "continuing without CUDA graphs") and the call stays eager from then on, as does
-    every call of the same `name` in this process (GRAPHS_GIVEN_UP), without trying or
-    warning again. A capture runs nothing, so the eager call gives the same result.
-
-    Invariants: a graph is replayed only for the very tensor objects it was captured with, and
-    only while `constants()` (the Python numbers `function` reads, which a graph bakes in)
-    equals its value at capture; otherwise a new warm-up and capture follow, as after
-    `reset()` (for when `function` would now read other tensors than the captured ones). A
-    replay returns the graph's own output tensors, overwritten by the next replay. Bound
-    methods are held weakly, so an owner holding its CapturedCall forms no reference cycle
-    and is freed, its graph with it, as soon as it is unreachable. Disabled (on CPU, or with
-    graphs off), it is a plain call.
-    """
+    """`function(*inputs)` (a tensor) from a CUDA graph once `warmup` eager calls on its own
+    stream, the capture there and one check (docs/gpu.md) passed: the first replay and an
+    eager call from the same `state()` (the tensors `function` changes in place) agree within
+    GRAPH_TOLERANCE, and the eager result is kept. A capture that raises or a failed check
+    warns in one line and leaves every call of this `name` eager (GRAPHS_GIVEN_UP).
+    Invariants: a graph is replayed only for the input tensors it was captured with and while
+    `constants()` (the Python numbers `function` reads) are unchanged, else (and after
+    `reset()`) captured anew after a warm-up; a replay's output is overwritten by the next;
+    bound methods are held weakly, so an owner and its graph are freed once unreachable."""
 
     def __init__(
         self,
-        function: Callable,
+        function: Callable[..., torch.Tensor],
         *,
         name: str,
         enabled: bool,
         device: torch.device | None = None,
         warmup: int = 3,
-        state: Callable[[], Sequence[torch.Tensor]] | None = None,
-        constants: Callable[[], Any] | None = None,
-        capture: Capture = capture_cuda_graph,
+        state: Callable[[], Sequence[Sequence[torch.Tensor]]] = tuple,
+        constants: Callable[[], Any] = tuple,
+        capture: Callable = capture_cuda_graph,
     ) -> None:
         self.name, self.enabled, self.device, self.warmup = name, enabled, device, warmup
-        self._function = _held(function)
-        self._state = _held(state or (lambda: ()))
-        self._constants = _held(constants or (lambda: None))
+        self._function, self._state, self._constants = map(held, (function, state, constants))
         self._capture = capture
-        self._stream = None
+        cuda = device is not None and device.type == "cuda"
+        self._stream = torch.cuda.Stream(device) if cuda and enabled else None
         self.reset()
 
     def reset(self) -> None:
-        self._replay: Replay | None = None
-        self._inputs: tuple = ()
-        self._captured_constants = None
+        self._graph: tuple | None = None  # (its replay, the inputs it reads, constants())
         self.eager_calls = 0
 
-    def __call__(self, *inputs: torch.Tensor):
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
         if self.name in GRAPHS_GIVEN_UP:
             self.enabled = False
         if not self.enabled:
             return self._function()(*inputs)
-        if self._replay is not None and not self._may_replay(inputs):
+        if self._graph is not None:
+            replay, captured_inputs, constants = self._graph
+            same_inputs = list(map(id, inputs)) == list(map(id, captured_inputs))
+            if same_inputs and self._constants()() == constants:
+                return replay()
             self.reset()
-        if self._replay is not None:
-            return self._replay()
         if self.eager_calls < self.warmup:
             self.eager_calls += 1
             return self._eager(inputs)
         return self._capture_and_check(inputs)
 
-    def _may_replay(self, inputs: tuple) -> bool:
-        same = len(inputs) == len(self._inputs) and all(
-            a is b for a, b in zip(inputs, self._inputs, strict=True)
-        )
-        return same and self._constants()() == self._captured_constants
-
-    def _capture_and_check(self, inputs: tuple):
-        state = self._state()
-        before = _clones(state())
+    def _capture_and_check(self, inputs: tuple) -> torch.Tensor:
+        state = [tensor for tensors in self._state()() for tensor in tensors]
+        before = _clones(state)
         try:
-            replay = self._capture(self._function(), inputs, self._own_stream())
-            replayed = _clones([*_tensors(replay()), *state()])
+            replay = self._capture(self._function(), inputs, self._stream)
+            replayed = _clones([replay(), *state])
         except Exception as error:  # capture and replay raise many types; all mean "eager"
             self._give_up(error_line(error))
-            _restore(state(), before)  # a replay may have run part-way
+            _restore(state, before)  # a replay may have run part-way
             return self._eager(inputs)
-        _restore(state(), before)
-        outputs = self._eager(inputs)
-        difference = _difference(replayed, [*_tensors(outputs), *state()])
+        _restore(state, before)
+        output = self._eager(inputs)
+        difference = _difference(replayed, [output, *state])
         if difference is not None:
             self._give_up(f"its first replay differs from the eager call by up to {difference:g}")
-            return outputs
-        self._replay, self._inputs = replay, inputs
-        self._captured_constants = self._constants()()
-        return outputs
+            return output
+        self._graph = (replay, inputs, self._constants()())
+        return output
 
     def _give_up(self, cause: str) -> None:
         self.enabled = False
@@ -187,35 +151,16 @@ class CapturedCall:
             file=sys.stderr,
         )
 
-    def _own_stream(self):
-        if self._stream is None and self.device is not None and self.device.type == "cuda":
-            self._stream = torch.cuda.Stream(self.device)
-        return self._stream
-
-    def _eager(self, inputs: tuple):
-        """The eager call on this call's own stream, after the caller's work so far and before
-        the caller's next."""
-        stream = self._own_stream()
-        if stream is None:
+    def _eager(self, inputs: tuple) -> torch.Tensor:
+        """On this call's own stream, after the caller's work so far and before its next."""
+        if self._stream is None:
             return self._function()(*inputs)
         current = torch.cuda.current_stream(self.device)
-        stream.wait_stream(current)
-        with torch.cuda.stream(stream):
-            outputs = self._function()(*inputs)
-        current.wait_stream(stream)
-        return outputs
-
-
-def _held(function: Callable) -> Callable[[], Callable]:
-    """A callable that returns `function`; weakly for a bound method (no reference to its
-    object, which may own the holder)."""
-    if inspect.ismethod(function):
-        return weakref.WeakMethod(function)
-    return lambda: function
-
-
-def _tensors(outputs) -> list[torch.Tensor]:
-    return list(outputs) if isinstance(outputs, tuple | list) else [outputs]
+        self._stream.wait_stream(current)
+        with torch.cuda.stream(self._stream):
+            output = self._function()(*inputs)
+        current.wait_stream(self._stream)
+        return output
 
 
 def _clones(tensors) -> list[torch.Tensor]:
@@ -229,30 +174,104 @@ def _restore(tensors, saved: list[torch.Tensor]) -> None:
 
 
 def _difference(expected: list[torch.Tensor], actual: list[torch.Tensor]) -> float | None:
-    """None when every pair agrees within GRAPH_TOLERANCE (integers exactly, NaN with NaN);
-    else the largest absolute difference (inf for mismatched shapes or NaNs)."""
-    if len(expected) != len(actual):
+    """None when every pair agrees within GRAPH_TOLERANCE (NaN with NaN); else the largest
+    absolute difference (inf for other shapes, dtypes or NaNs)."""
+    if [(t.shape, t.dtype) for t in expected] != [(t.shape, t.dtype) for t in actual]:
         return math.inf
-    largest = None
-    for a, b in zip(expected, actual, strict=True):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return math.inf
-        if a.is_floating_point():
-            close = torch.allclose(a, b, equal_nan=True, **GRAPH_TOLERANCE)
-        else:
-            close = torch.equal(a, b)
-        if not close:
-            gap = (a.double() - b.double()).abs().nan_to_num(math.inf).max().item()
-            largest = gap if largest is None else max(largest, gap)
-    return largest
+    gaps = [
+        (a.double() - b.double()).abs().nan_to_num(math.inf).max().item()
+        for a, b in zip(expected, actual, strict=True)
+        if not torch.allclose(a, b, equal_nan=True, **GRAPH_TOLERANCE)
+    ]
+    return max(gaps, default=None)
 
 
-def error_line(error: BaseException) -> str:
-    """The type and first line of the innermost error of `error`'s chain: the cause, where
-    ending a capture that an operation broke reports only that the capture was invalidated."""
-    chain = [error]
-    while (inner := chain[-1].__cause__ or chain[-1].__context__) and inner not in chain:
-        chain.append(inner)
-    error = chain[-1]
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+def captured_update(learner, enabled: bool, capture: Callable = capture_cuda_graph) -> CapturedCall:
+    """The learner's `update_step` as a CapturedCall on its device, graphs when `enabled`."""
+    return CapturedCall(
+        learner.update_step,
+        name="the update",
+        enabled=enabled,
+        device=learner.device,
+        state=learner.update_state,
+        constants=learner.update_constants,
+        capture=capture,
+    )
+
+
+class CudaUpdates:
+    """The CUDA learner's updates (`captured_update`) from staged inputs, on a stream of their
+    own while the host goes on, their summary copied back behind an event; at most one in
+    flight. Acting waits for the whole update, or with `pipelined` only for the copy of the
+    online parameters into `behaviour` it starts with, which training acts with instead."""
+
+    def __init__(self, learner, graphs: bool, pipelined: bool) -> None:
+        self.update, self.pipelined = captured_update(learner, graphs), pipelined
+        self.online = learner.online
+        self.behaviour = copy.deepcopy(self.online).requires_grad_(False) if pipelined else None
+        self.staging = PinnedStaging(learner.device)
+        self.stream = torch.cuda.Stream(learner.device)
+        self.summary_host = torch.empty(0, pin_memory=True)
+        self._pending: PendingLearn | None = None
+
+    def start(self, batch, batch_size: int) -> PendingLearn:
+        self.wait()  # the staging buffers are the previous update's inputs until it is done
+        inputs = update_inputs(batch, self.staging.to_device)
+        current, stream = torch.cuda.current_stream(), self.stream
+        stream.wait_stream(current)  # the inputs have been copied
+        if self.behaviour is not None:
+            behaviour, online = list(self.behaviour.parameters()), list(self.online.parameters())
+            with torch.cuda.stream(stream), torch.no_grad():
+                torch._foreach_copy_(behaviour, online)
+            current.wait_stream(stream)
+        with torch.cuda.stream(stream):
+            summary = self.update(*inputs)
+            if self.summary_host.shape != summary.shape:
+                self.summary_host = torch.empty(summary.shape, pin_memory=True)
+            host = self.summary_host
+            host.copy_(summary, non_blocking=True)
+            summary.record_stream(stream)  # made on the captured call's stream, read on this
+            done = torch.cuda.Event()
+            done.record()
+        if self.behaviour is None:
+            current.wait_stream(stream)
+
+        def wait_for_summary() -> np.ndarray:
+            done.synchronize()
+            return host.numpy()
+
+        self._pending = PendingLearn(wait_for_summary, batch_size)
+        return self._pending
+
+    def wait(self) -> None:
+        """Wait for the update in flight, if any (its stats stay with its `PendingLearn`)."""
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+
+    def reset(self) -> None:
+        self.wait()
+        self.update.reset()
+
+
+class GreedyActions:
+    """argmax_a Q(state, a) of `network` for one state, without a per-call allocation or a
+    pageable copy; the forward pass is a `CapturedCall`."""
+
+    def __init__(self, network: torch.nn.Module, device: torch.device, graphs: bool) -> None:
+        self.network = network
+        self.staging = PinnedStaging(device)
+        self.q_values = CapturedCall(
+            self._q_values, name="acting", enabled=graphs, device=device, warmup=1
+        )
+        self.action = torch.empty(1, dtype=torch.int64, pin_memory=True)
+
+    def _q_values(self, states: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.network(states)
+
+    def __call__(self, state: np.ndarray) -> int:
+        (states,) = self.staging.to_device([state[None]])
+        self.action.copy_(self.q_values(states).argmax(dim=1), non_blocking=True)
+        torch.cuda.current_stream().synchronize()  # the env needs the action now
+        return int(self.action[0])

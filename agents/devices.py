@@ -23,13 +23,13 @@ def resolve_device(name: str) -> torch.device:
     if match is None:
         raise ValueError(f"agent.device={name!r} is not one of {_ALLOWED_DEVICES}")
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if int(match.group(1) or 0) >= available:
+    index = int(match.group(1) or 0)
+    if index >= available:
         raise ValueError(
             f"agent.device={name!r} but {available} CUDA device(s) are available; "
             f"use one of {_ALLOWED_DEVICES}"
         )
-    index = match.group(1)
-    return torch.device("cuda", int(index) if index else torch.cuda.current_device())
+    return torch.device("cuda", index if match.group(1) else torch.cuda.current_device())
 
 
 def check_pipelined(pipelined: bool, device: torch.device) -> None:
@@ -40,16 +40,12 @@ def check_pipelined(pipelined: bool, device: torch.device) -> None:
 
 
 def use_device(device: torch.device) -> None:
-    """Prepare this process to compute on `device`; nothing to do for the CPU.
-
-    On CUDA: `device` becomes the current device, since streams, events and graph capture
-    without a device argument use the current one (cuda:N, N > 0, would otherwise synchronize
-    with cuda:0). cuDNN's TF32 convolutions are switched off: the paper's arithmetic is float32
-    and TF32 rounds inputs to 10-bit mantissas (matmuls stay float32 by default). cuDNN picks
-    its fastest kernels for the fixed shapes (`cudnn.benchmark`); it chooses them by timing, so
-    two processes (the trainer and the evaluation worker, or two runs) may pick different
-    kernels and their results then differ by float rounding.
-    """
+    """Prepare this process to compute on `device` (nothing to do for the CPU). On CUDA,
+    `device` becomes the current device: streams, events and graph capture without a device
+    argument use it (cuda:N, N > 0, would otherwise synchronize with cuda:0). cuDNN's TF32
+    convolutions go off: the paper's arithmetic is float32, TF32 rounds inputs to 10-bit
+    mantissas. cuDNN picks its fastest kernels for the fixed shapes by timing
+    (`cudnn.benchmark`), so two processes may pick different ones and differ by rounding."""
     if device.type != "cuda":
         return
     torch.cuda.set_device(device)

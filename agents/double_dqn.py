@@ -1,16 +1,14 @@
 """The learner: online and target networks and their optimizer (never the replay or the env),
-the TD target (Double DQN's, the paper's, or DQN's), the loss, and one update step. It acts
-through an ε-greedy policy (`agents.policy`) and runs its updates through `agents.updates`."""
+the TD target (Double DQN's, the paper's, or DQN's), the loss, and the update: one function, run
+as it is, compiled (`agents.compilation`) or captured in CUDA graphs (`agents.acceleration`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from agents.acceleration import Capture, CapturedCall, capture_cuda_graph
 from agents.compilation import CompiledUpdate
 from agents.devices import check_pipelined, resolve_device, use_device
 from agents.networks import build_network
@@ -19,35 +17,19 @@ from agents.per_sample import parameter_change_norms
 from agents.policy import EpsilonGreedy
 from agents.settings import AgentSettings
 from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
-from agents.updates import (
-    Batch,
-    CudaUpdates,
-    LearnStats,
-    PendingLearn,
-    SerialUpdates,
-    check_batch,
-)
+from agents.updates import Batch, LearnStats, PendingLearn, SerialUpdates, check_batch
 
 
 class DoubleDQN:
     """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
     parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
 
-    `agent` holds the agent's settings (`AgentSettings`, the config's `agent` section, each
-    checked where it was read); `batch_size` is the loop's `train.batch_size`, which
-    sets the optimizer's ε, and `frame_shape` the env's frames, which the network takes
-    `history_length` of. `rng` is the only source of randomness: it seeds the network
-    initialisation and draws exploratory actions.
-    The target network only changes through `sync_target` (or `load_state_dict`).
-    `single_forward` (True on CUDA) picks how an update evaluates next states; see `_online_q`.
-
-    `policy` is how training acts (with `rng`); `updates` runs the updates (`agents.updates`:
-    at once on CPU; on CUDA on a stream of their own, captured in graphs when `cuda_graphs`).
-    At most one update is in flight (`start_learning`); every other method waits for it
-    first, so none ever sees half-updated parameters. `pipelined` (CUDA only): training acts
-    with a copy of the online network taken when the update in flight started, so acting
-    overlaps the update (a policy lag of one update); otherwise with the online network,
-    after the update.
+    `batch_size` (`train.batch_size`) sets the optimizer's ε. `rng` is the only source of
+    randomness: the initial weights and the exploratory actions of `policy`, how training
+    acts. The target network only changes through `sync_target` (or `load_state_dict`).
+    `updates` runs the updates: at once on CPU (`SerialUpdates`), on CUDA on a stream of their
+    own (`agents.acceleration.CudaUpdates`); at most one is in flight (`start_learning`), and
+    every other method waits for it first.
     """
 
     def __init__(
@@ -75,28 +57,20 @@ class DoubleDQN:
         # touching torch's global generator state.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.integers(2**63)))
-            self.online = build_network(self.network, num_actions, self.history_length, frame_shape)
-            self.target = build_network(self.network, num_actions, self.history_length, frame_shape)
-        self.online.to(self.device)
-        self.target.to(self.device)
-        self.target.requires_grad_(False)
-        self.target.load_state_dict(self.online.state_dict())
+            dimensions = (num_actions, self.history_length, frame_shape)
+            self.online = build_network(self.network, *dimensions).to(self.device)
+            self.target = build_network(self.network, *dimensions).to(self.device)
+        self.target.requires_grad_(False).load_state_dict(self.online.state_dict())
         self.optimizer = _optimizer(self.online, agent, batch_size)
-        self.single_forward = cuda  # see _online_q
+        self.single_forward = cuda  # see _td_errors
         self.cuda_graphs = agent.cuda_graphs
-        if agent.torch_compile and compute_parameter_change_norms:
-            raise ValueError(
-                "agent.torch_compile=true is not allowed with replay.priority_signal="
-                "parameter_change: its per-sample gradients are computed eagerly"
-            )
-        self._compiled = CompiledUpdate(self) if agent.torch_compile else None
-        step = self._compiled or self.update_step
-        update = self.captured_update(cuda and agent.cuda_graphs, step=step)
-        self.updates = (
-            CudaUpdates(update, self.device, self.online, agent.pipelined)
-            if cuda
-            else SerialUpdates(update)
-        )
+        self.compiled_update = CompiledUpdate(type(self).update) if agent.torch_compile else None
+        if cuda:
+            from agents.acceleration import CudaUpdates  # CUDA alone needs the CUDA corner
+
+            self.updates = CudaUpdates(self, agent.cuda_graphs, agent.pipelined)
+        else:
+            self.updates = SerialUpdates(self.update_step)
         acting = self.updates.behaviour if agent.pipelined else self.online
         self.policy = self._policy_of(acting, rng)
         self._online_policy = self._policy_of(self.online, rng) if agent.pipelined else self.policy
@@ -113,7 +87,7 @@ class DoubleDQN:
     @property
     def compile_failure(self) -> str | None:
         """Why `torch.compile` of the update failed (its updates are eager since), or None."""
-        return None if self._compiled is None else self._compiled.failure
+        return None if self.compiled_update is None else self.compiled_update.failure
 
     def online_policy(self) -> EpsilonGreedy:
         """The policy of the online network as all updates started so far left it (this waits
@@ -123,7 +97,7 @@ class DoubleDQN:
         return self._online_policy
 
     def learn(self, batch: Batch) -> LearnStats:
-        """One optimizer step on the weighted Huber loss of the TD errors."""
+        """`update` of `batch`, to its end."""
         return self.start_learning(batch).result()
 
     def start_learning(self, batch: Batch) -> PendingLearn:
@@ -136,134 +110,63 @@ class DoubleDQN:
         """Wait for the update in flight, if any (its stats stay with its `PendingLearn`)."""
         self.updates.wait()
 
-    def captured_update(
-        self, enabled: bool, capture: Capture = capture_cuda_graph, step: Callable | None = None
-    ) -> CapturedCall:
-        """`step` (by default `update_step`; or it compiled) as a CapturedCall on this
-        learner's device: its state is what the step changes in place (the online parameters,
-        the optimizer's statistics), its constants the numbers it reads as Python values (see
-        `_update_constants`)."""
-        return CapturedCall(
-            step or self.update_step,
-            name="the update",
-            enabled=enabled,
-            device=self.device,
-            state=self._updated_tensors,
-            constants=self._update_constants,
-            capture=capture,
-        )
-
-    def _updated_tensors(self) -> list[torch.Tensor]:
-        statistics = self.optimizer.state.values()
-        return [*self.online.parameters(), *(t for state in statistics for t in state.values())]
-
-    def _update_constants(self) -> tuple:
-        """What a captured update bakes in: a change of any of these re-captures it."""
-        groups = self.optimizer.param_groups
-        return (
-            self.target_rule,
-            self.discount,
-            self.td_error_clip,
-            self.single_forward,
-            self.compute_parameter_change_norms,
-            self.optimizer.epsilon_inside,
-            *((group["lr"], group["decay"], group["epsilon"]) for group in groups),
-        )
-
     def update_step(self, all_states, actions, rewards, terminals, weights) -> torch.Tensor:
-        """One update on device tensors (the arguments in `Batch`'s order, states as one
-        (2B, ...) tensor), synchronizing with the host nowhere, so that a CUDA graph can
-        capture it; returns [TD errors, loss, mean Q, parameter-change norms if computed] in
-        one tensor. It changes the online parameters and the optimizer's statistics, nothing
-        else."""
-        td_errors, q_taken, targets = self._td_errors(
-            self.online, all_states, actions, rewards, terminals
-        )
+        """`update` (compiled with `agent.torch_compile`) of the online parameters and their
+        statistics, on device tensors in `Batch`'s order, states as one (2B, ...) tensor."""
+        update = self.compiled_update or type(self).update
+        return update(self, *self.update_state(), all_states, actions, rewards, terminals, weights)
+
+    def update_state(self) -> tuple[list, list, list]:
+        """What an update changes in place: the online parameters, in order, and their g and g2."""
+        params = list(self.online.parameters())
+        return (params, *self.optimizer.statistics(params))
+
+    def update_constants(self) -> tuple:
+        """The numbers an update reads as Python values, which a captured update bakes in."""
+        rule = (self.target_rule, self.discount, self.td_error_clip, self.single_forward)
+        groups = self.optimizer.param_groups
+        steps = [(group["lr"], group["decay"], group["epsilon"]) for group in groups]
+        return (*rule, self.compute_parameter_change_norms, self.optimizer.epsilon_inside, *steps)
+
+    def update(
+        self, params, grad_avgs, square_avgs, all_states, actions, rewards, terminals, weights
+    ) -> torch.Tensor:
+        """One optimizer step on the weighted Huber loss of the TD errors: the only update, run
+        as it is, compiled or captured, so it synchronizes with the host nowhere. `params` (the
+        online parameters, in order) and their g and g2 change in place, nothing else. Returns
+        [TD errors, loss, mean Q, parameter-change norms if computed]. `torch.autograd.grad`
+        gives `backward`'s gradients bit for bit, at less cost than `torch.func.grad`."""
+        td_errors, q_taken, targets = self._td_errors(all_states, actions, rewards, terminals)
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        gradients = list(torch.autograd.grad(loss, params))
         norms = []
         if self.compute_parameter_change_norms:  # at θ and the statistics before the step
-            states = all_states[: actions.shape[0]]
-            clip = self.td_error_clip
-            norms.append(
-                parameter_change_norms(
-                    self.online, self.optimizer, states, actions, targets, weights, clip
-                )
-            )
-        self.optimizer.step()
+            batch = (all_states[: actions.shape[0]], actions, targets, weights, self.td_error_clip)
+            norms = [parameter_change_norms(self.online, self.optimizer, *batch)]
+        group, inside = self.optimizer.param_groups[0], self.optimizer.epsilon_inside
+        centered_rmsprop(params, gradients, grad_avgs, square_avgs, group, inside)
         with torch.no_grad():
             return torch.cat([td_errors, loss.reshape(1), q_taken.mean().reshape(1), *norms])
 
-    def traced_update_step(
-        self, params, grad_avgs, square_avgs, all_states, actions, rewards, terminals, weights
-    ) -> torch.Tensor:
-        """`update_step` as one function of tensors, for `torch.compile` to trace whole:
-        gradients by `torch.func` instead of `backward`, the optimizer's rule applied to
-        `params` (the online parameters, in order) and their statistics in place. The same
-        arithmetic, rounded differently once compiled."""
-        names = [name for name, _ in self.online.named_parameters()]
-
-        def loss_of(values: dict) -> tuple:
-            def online(states: torch.Tensor) -> torch.Tensor:
-                return torch.func.functional_call(self.online, values, (states,))
-
-            td_errors, q_taken, _ = self._td_errors(online, all_states, actions, rewards, terminals)
-            loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
-            return loss, (td_errors, q_taken.mean())
-
-        gradients, (loss, (td_errors, mean_q)) = torch.func.grad_and_value(loss_of, has_aux=True)(
-            dict(zip(names, params, strict=True))
-        )
-        group = self.optimizer.param_groups[0]
-        centered_rmsprop(
-            params,
-            [gradients[name] for name in names],
-            grad_avgs,
-            square_avgs,
-            lr=group["lr"],
-            decay=group["decay"],
-            epsilon=group["epsilon"],
-            epsilon_inside=self.optimizer.epsilon_inside,
-        )
-        with torch.no_grad():
-            return torch.cat([td_errors, loss.reshape(1), mean_q.reshape(1)])
-
-    def _td_errors(self, online, all_states, actions, rewards, terminals) -> tuple:
+    def _td_errors(self, all_states, actions, rewards, terminals) -> tuple:
         """(δ, Q_online(S, A), the targets y) of a batch, δ = y - Q_online(S, A) with gradient
-        through `online` (the online network, or a function of its parameters)."""
-        batch_size = actions.shape[0]
-        if self.target_rule == "dqn":  # the online network's next-state values are not used
-            q_states = online(all_states[:batch_size])
-        else:
-            q_states, next_q_online = self._online_q(online, all_states, batch_size)
-        q_taken = q_states.gather(1, actions.unsqueeze(1)).squeeze(1)
+        through the online network. Q_online(S') only selects Double DQN's next actions:
+        with `single_forward` (the GPU's choice: fewer kernel launches) from one forward over
+        all 2B rows; otherwise from a no-grad forward of its own (on CPU, backpropagating
+        through the next-state rows of a joint forward is slower: docs/deviations.md). Both
+        give the same values up to float rounding."""
+        batch_size, next_states = actions.shape[0], all_states[actions.shape[0] :]
+        joint = self.single_forward and self.target_rule == "double_dqn"
+        q_values = self.online(all_states if joint else all_states[:batch_size])
+        q_taken = q_values[:batch_size].gather(1, actions.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            next_q_target = self.target(all_states[batch_size:])
             if self.target_rule == "dqn":
-                targets = dqn_targets(next_q_target, rewards, terminals, self.discount)
+                targets = dqn_targets(self.target(next_states), rewards, terminals, self.discount)
             else:
-                targets = double_q_targets(
-                    next_q_online, next_q_target, rewards, terminals, self.discount
-                )
+                next_q_online = q_values[batch_size:] if joint else self.online(next_states)
+                next_q = (next_q_online, self.target(next_states))
+                targets = double_q_targets(*next_q, rewards, terminals, self.discount)
         return targets - q_taken, q_taken, targets
-
-    def _online_q(
-        self, online, all_states: torch.Tensor, batch_size: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q_online(S) with gradient and Q_online(S') detached (it only selects actions).
-
-        single_forward: one forward over all 2B rows (fewer kernel launches, the GPU choice).
-        Otherwise S' gets its own no-grad forward: on CPU, backpropagating through the B
-        next-state rows of a joint forward makes an update slower (measured in
-        docs/deviations.md). Both give the same values up to float rounding.
-        """
-        if self.single_forward:
-            all_q = online(all_states)
-            return all_q[:batch_size], all_q[batch_size:].detach()
-        q_states = online(all_states[:batch_size])
-        with torch.no_grad():
-            return q_states, online(all_states[batch_size:])
 
     def step_profile(self) -> dict[str, float]:
         """The optimizer's step sizes now (`CenteredRMSProp.step_profile`), by TensorBoard tag."""

@@ -1,6 +1,6 @@
-"""The Q-networks, by name (`agent.network`): the Nature DQN convolutional network with the tuned
-Double DQN's shared-bias head (Atari) or its own bias per action, and MinAtar's
-one-convolution network."""
+"""The Q-networks, by name (`agent.network`). Each takes uint8 frames, raw pixel values or 0/1
+object channels, and converts them to float itself, so replay and data transfers stay uint8
+(4x smaller) until then; each returns float32 Q values (B, num_actions)."""
 
 from __future__ import annotations
 
@@ -17,16 +17,10 @@ CONV_OUTPUT_SIZE = 64 * 7 * 7  # 84 -(8/4)-> 20 -(4/2)-> 9 -(3/1)-> 7, 64 channe
 
 
 class NatureQNetwork(nn.Module):
-    """Q(s, ·) for a stack of `history_length` uint8 frames (Mnih et al. 2015).
-
-    Input: uint8 tensor (B, history_length, 84, 84) with raw pixel values 0..255; it is
-    converted to float in [0, 1] inside `forward`, so replay and data transfers stay uint8
-    (4x smaller) until this point. Output: float32 (B, num_actions).
-
-    The head is a linear map WITHOUT per-action biases plus ONE scalar bias shared by all
-    actions, as in the tuned Double DQN (van Hasselt et al. 2016) used by the PER paper;
-    `NatureDQNNetwork` has the Nature DQN's bias per action.
-    """
+    """Q(s, ·) of the Nature DQN (Mnih et al. 2015) for (B, history_length, 84, 84) pixels,
+    scaled to [0, 1]. Its head is a linear map WITHOUT per-action biases plus ONE scalar bias
+    shared by all actions, as in the tuned Double DQN (van Hasselt et al. 2016) the PER paper
+    used; `NatureDQNNetwork` has the Nature DQN's bias per action."""
 
     shared_bias = True
 
@@ -34,13 +28,7 @@ class NatureQNetwork(nn.Module):
         super().__init__()
         if tuple(frame_shape) != (FRAME_SIZE, FRAME_SIZE):
             raise ValueError(f"the Nature network takes 84x84 frames, not {tuple(frame_shape)}")
-        if num_actions < 1 or history_length < 1:
-            raise ValueError(
-                f"need num_actions >= 1 and history_length >= 1, got "
-                f"{num_actions} and {history_length}"
-            )
-        self.num_actions = num_actions
-        self.history_length = history_length
+        self.num_actions, self.history_length = num_actions, history_length
         # torch's default init (kaiming_uniform with a=sqrt(5), bias bound 1/sqrt(fan_in)) is
         # exactly Torch7's uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) used in DeepMind's DQN code.
         self.features = nn.Sequential(
@@ -60,18 +48,7 @@ class NatureQNetwork(nn.Module):
             self.head_bias = nn.Parameter(torch.empty(()).uniform_(-bound, bound))
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        """Q values from raw uint8 frames; rejects any other dtype (a float input of 0..255
-        pixels would silently be 255x too large)."""
-        if frames.dtype != torch.uint8:
-            raise TypeError(
-                f"NatureQNetwork expects uint8 frames, got {frames.dtype}; "
-                "use q_from_scaled for frames already scaled to [0, 1]"
-            )
-        return self.q_from_scaled(frames.float().div_(255.0))
-
-    def q_from_scaled(self, scaled: torch.Tensor) -> torch.Tensor:
-        """Q values from float frames already scaled to [0, 1], shape (B, history, 84, 84)."""
-        q = self.head(self.features(scaled))
+        q = self.head(self.features(uint8_frames(self, frames).float().div_(255.0)))
         return q + self.head_bias if self.shared_bias else q
 
 
@@ -85,20 +62,13 @@ class NatureDQNNetwork(NatureQNetwork):
 class MinAtarQNetwork(nn.Module):
     """Q(s, ·) for MinAtar (Young & Tian 2019): one 3×3 convolution with 16 filters, stride 1,
     ReLU, a fully connected layer of 128 ReLU units, and one linear output per action, with
-    torch's default initialisation (as MinAtar's `examples/dqn.py`).
-
-    Input: uint8 tensor (B, history_length, C, 10, 10) of 0/1 object channels, seen as
-    history_length × C input channels. Output: float32 (B, num_actions).
-    """
+    torch's default initialisation (as MinAtar's `examples/dqn.py`). Its input, (B,
+    history_length, C, 10, 10), is seen as history_length × C input channels."""
 
     def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
-        if len(frame_shape) != 3 or num_actions < 1 or history_length < 1:
-            raise ValueError(
-                f"the MinAtar network takes (channels, height, width) frames, num_actions >= 1 "
-                f"and history_length >= 1; got {tuple(frame_shape)}, {num_actions}, "
-                f"{history_length}"
-            )
+        if len(frame_shape) != 3:
+            raise ValueError(f"the MinAtar network takes (C, H, W) frames, not {frame_shape}")
         channels, height, width = frame_shape
         self.num_actions, self.history_length = num_actions, history_length
         self.conv = nn.Conv2d(history_length * channels, 16, kernel_size=3, stride=1)
@@ -106,10 +76,7 @@ class MinAtarQNetwork(nn.Module):
         self.output = nn.Linear(128, num_actions)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
-        if frames.dtype != torch.uint8:
-            raise TypeError(f"MinAtarQNetwork expects uint8 frames, got {frames.dtype}")
-        batch = frames.shape[0]
-        grids = frames.reshape(batch, -1, *frames.shape[-2:]).float()
+        grids = uint8_frames(self, frames).flatten(1, -3).float()
         # `self.conv` as one product of the 3×3 patches with the filters: the same function,
         # rounded differently, and faster on a CPU at this size (docs/benchmarks.md#minatar).
         patches = F.unfold(grids, self.conv.kernel_size).transpose(1, 2)
@@ -132,6 +99,15 @@ def build_network(
     `agent.network` when there is no such network or it does not take these frames."""
     one_of(NETWORKS).check("agent.network", name)
     try:
+        if num_actions < 1 or history_length < 1:
+            raise ValueError(f"{num_actions} actions and {history_length} frames per state")
         return NETWORKS[name](num_actions, history_length, tuple(frame_shape))
     except ValueError as error:
         raise ValueError(f"agent.network={name} is not allowed here: {error}") from None
+
+
+def uint8_frames(network: nn.Module, frames: torch.Tensor) -> torch.Tensor:
+    """`frames`, which must be uint8: float pixels of 0..255 would be silently 255x too large."""
+    if frames.dtype != torch.uint8:
+        raise TypeError(f"{type(network).__name__} expects uint8 frames, got {frames.dtype}")
+    return frames

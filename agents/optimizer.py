@@ -20,17 +20,9 @@ class CenteredRMSProp(torch.optim.Optimizer):
         theta <- theta - lr * grad / sqrt(g2 - g**2 + epsilon)
 
     torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, a
-    different update for any epsilon > 0; `epsilon_inside=False` is that rule, with torch's
-    operations in torch's order (bit-identical to it on CPU). g and g2 start at zero. The
-    learner passes its checked settings (`agents.settings.AgentSettings`: lr > 0, decay in
-    [0, 1), epsilon > 0); nothing here checks them again.
-
-    A step is eight `torch._foreach_*` calls over all parameters with a gradient (multi-tensor
-    kernels on CUDA, instead of eight kernels per parameter). They apply the operations in the
-    order of a per-parameter loop, and on CPU foreach ops run the same per-tensor kernels, so
-    CPU results are bit-identical to that loop. For CUDA graph capture, `step` syncs with
-    the host nowhere, branches only on which parameters have a gradient, and allocates no
-    state: g and g2 exist from construction (and after `load_state_dict`) on.
+    different update for any epsilon > 0; `epsilon_inside=False` is that rule, bit-identical
+    to torch's on CPU. g and g2 start at zero and exist from construction (and
+    `load_state_dict`) on. A step is `centered_rmsprop` over the parameters with a gradient.
     """
 
     def __init__(
@@ -50,14 +42,12 @@ class CenteredRMSProp(torch.optim.Optimizer):
         self._allocate_state()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        # Checkpoints from before g and g2 were allocated up front hold them only for the
-        # parameters that had had a gradient; zeros are what the others' were.
         super().load_state_dict(state_dict)
-        # torch moves the saved tensors with `.to`, which returns the same tensor when device
-        # and dtype already match: an in-memory state dict would be shared with its source.
+        # torch's `.to` returns the saved tensor itself where device and dtype match: an
+        # in-memory state dict would be shared with its source. Checkpoints from before g and
+        # g2 were allocated up front lack them where a parameter never had a gradient (zeros).
         for state in self.state.values():
-            for key, value in state.items():
-                state[key] = value.clone()
+            state.update({key: value.clone() for key, value in state.items()})
         self._allocate_state()
 
     def _allocate_state(self) -> None:
@@ -77,37 +67,25 @@ class CenteredRMSProp(torch.optim.Optimizer):
         for group in self.param_groups:
             params = [param for param in group["params"] if param.grad is not None]
             if params:  # foreach ops reject empty lists
-                grad_avgs, square_avgs = self.statistics(params)
+                grads = [param.grad for param in params]
                 centered_rmsprop(
-                    params,
-                    [param.grad for param in params],
-                    grad_avgs,
-                    square_avgs,
-                    lr=group["lr"],
-                    decay=group["decay"],
-                    epsilon=group["epsilon"],
-                    epsilon_inside=self.epsilon_inside,
+                    params, grads, *self.statistics(params), group, self.epsilon_inside
                 )
         return loss
 
     @torch.no_grad()
     def step_profile(self) -> dict[str, float]:
-        """How large its steps are now, from g and g2 (for the learning curves): `mean_step`,
-        the mean over parameters of lr·|g| / divisor, the step a gradient equal to its running
-        mean g would take; `epsilon_dominated`, the fraction of parameters whose divisor ε
-        dominates (ε > g2 − g² inside the square root, ε > √(g2 − g²) outside), where a step
-        is lr·gradient / √ε (or / ε) whatever the gradients' spread."""
+        """How large its steps are now, from g and g2: `mean_step`, the mean over parameters of
+        lr·|g| / divisor (the step of a gradient equal to g); `epsilon_dominated`, the share of
+        parameters whose divisor ε dominates (ε > g2 − g², or ε > √(g2 − g²) outside)."""
         step_sum, dominated, count = 0.0, 0, 0
         for group in self.param_groups:
-            grad_avgs, square_avgs = self.statistics(group["params"])
-            for grad_avg, square_avg in zip(grad_avgs, square_avgs, strict=True):
+            for grad_avg, square_avg in zip(*self.statistics(group["params"]), strict=True):
                 variance = (square_avg - grad_avg * grad_avg).clamp_(min=0)
                 spread = variance if self.epsilon_inside else variance.sqrt()
-                divisor = (
-                    (variance + group["epsilon"]).sqrt_()
-                    if self.epsilon_inside
-                    else variance.sqrt() + group["epsilon"]
-                )
+                divisor = spread + group["epsilon"]
+                if self.epsilon_inside:
+                    divisor.sqrt_()
                 step_sum += float((grad_avg.abs() / divisor).sum()) * group["lr"]
                 dominated += int((spread < group["epsilon"]).sum())
                 count += grad_avg.numel()
@@ -122,18 +100,13 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
 
 def centered_rmsprop(
-    params: list[torch.Tensor],
-    grads: list[torch.Tensor],
-    grad_avgs: list[torch.Tensor],
-    square_avgs: list[torch.Tensor],
-    *,
-    lr: float,
-    decay: float,
-    epsilon: float,
-    epsilon_inside: bool,
+    params: list, grads: list, grad_avgs: list, square_avgs: list, group: dict, epsilon_inside: bool
 ) -> None:
-    """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2): what its
-    `step` runs, and what a traced update (`torch.func` gradients) applies."""
+    """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2), with a param
+    group's lr, decay and epsilon: what its `step` runs, and the learner's update applies.
+    Eight `torch._foreach_*` calls (multi-tensor kernels on CUDA) in a per-parameter loop's
+    order (on CPU bit-identical to that loop), syncing with the host nowhere (for capture)."""
+    lr, decay, epsilon = group["lr"], group["decay"], group["epsilon"]
     with torch.no_grad():
         if not epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps
             torch._foreach_mul_(square_avgs, decay)

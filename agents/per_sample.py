@@ -1,21 +1,6 @@
-"""Per-transition quantities of a Double DQN update, from per-sample gradients (torch.func).
-
-Under uniform replay (every w = 1) the shares Δθ_i sum to exactly the step the optimizer
-takes. The importance weight is left out of g_i: it corrects the sampling distribution,
-and in the priority it would feed that correction back into the distribution (rarely
-drawn transitions get large weights); the |δ| signal leaves it out too. It stays in ḡ,
-which is what the optimizer's statistics see.
-
-`parameter_change_norms` divides by the batch's mean s_j: that puts the norm on the scale of the
-clipped |δ|, whatever the step size, the network's size or how much RMSProp's ε dominates D: if
-every state moved the network alike the norm would be exactly min(|δ|, κ), the paper's priority
-without ε, and it departs from that by how much more (or less) than the batch average this
-transition's state moves the parameters. So the paper's ε = 0.01 and the max-priority start of 1
-keep their meaning, and the values spread like clipped |δ| (neither clipped nor flattened;
-measured figures in docs/replay.md#extensions-beyond-the-paper). The raw ‖Δθ_i‖ would not do:
-with DeepMind's ε inside the square root it is set by ε, not by the data, and was about a
-quarter of min(|δ|, 1) on Pong, below ε for most transitions.
-"""
+"""Per-transition quantities of a Double DQN update, from per-sample gradients (torch.func):
+`replay.priority_signal=parameter_change`. Why the importance weight is left out of a
+transition's own gradient, and why its norm is divided by the batch's mean: docs/replay.md."""
 
 from __future__ import annotations
 
@@ -33,12 +18,11 @@ def parameter_change_norms(
     targets: torch.Tensor,
     weights: torch.Tensor,
     td_error_clip: float,
-    chunk_size: int | None = None,
 ) -> torch.Tensor:
     """How far each transition alone moves the network in the update the optimizer is about
     to make (the patent's "norm of the induced weight change"), on the scale of |δ| (B,).
 
-    Call it at the parameters θ of the update and before `optimizer.step()`; it changes
+    Call it at the parameters θ of the update, before the optimizer's step; it changes
     nothing. With B = len(actions), κ = `td_error_clip`, δ_i = y_i − Q(s_i, a_i; θ) and the
     optimizer's lr, decay and ε (`agents.optimizer.CenteredRMSProp`):
 
@@ -51,10 +35,14 @@ def parameter_change_norms(
                                                      unit of clipped TD error
         norm_i = ‖Δθ_i‖₂ / (lr / B · mean_j s_j) = |clip(δ_i, ±κ)| · s_i / mean_j s_j
 
-    Why w_i is left out of g_i, and why the mean s_j: the module's docstring. Per-sample
+    Under uniform replay (every w = 1) the shares Δθ_i sum to exactly the step taken. Per-sample
     gradients of Q come from `torch.func.vmap(grad(...))`: B copies of the gradient, 4·B·P
-    bytes for P parameters (`chunk_size` bounds how many `vmap` makes at once).
+    bytes for P parameters.
     """
+    groups = optimizer.param_groups
+    if len(groups) != 1:
+        raise ValueError(f"parameter_change_norms needs one parameter group, got {len(groups)}")
+    decay, epsilon = groups[0]["decay"], groups[0]["epsilon"]
     params = {name: param.detach() for name, param in network.named_parameters()}
     buffers = {name: buffer.detach() for name, buffer in network.named_buffers()}
 
@@ -63,14 +51,11 @@ def parameter_change_norms(
         q_action = q.gather(0, action.unsqueeze(0))[0]
         return q_action, q_action
 
-    q_gradients, q_values = vmap(
-        grad(q_taken, has_aux=True), in_dims=(None, 0, 0), chunk_size=chunk_size
-    )(params, states, actions)
+    per_sample = vmap(grad(q_taken, has_aux=True), in_dims=(None, 0, 0))
+    q_gradients, q_values = per_sample(params, states, actions)
     clipped_errors = (targets - q_values).clamp(-td_error_clip, td_error_clip)
     # ḡ = (1/B) Σ w_j g_j with g_j = −clip(δ_j) ∇Q_j.
     batch_coefficients = -(weights * clipped_errors) / len(actions)
-    group = _only_group(optimizer)
-    decay, epsilon = group["decay"], group["epsilon"]
     sensitivities = torch.zeros_like(q_values)
     for name, param in network.named_parameters():
         gradients = q_gradients[name]
@@ -85,11 +70,3 @@ def parameter_change_norms(
     sensitivities = sensitivities.sqrt()
     mean = sensitivities.mean().clamp_min(torch.finfo(sensitivities.dtype).tiny)
     return clipped_errors.abs() * sensitivities / mean
-
-
-def _only_group(optimizer: CenteredRMSProp) -> dict:
-    if len(optimizer.param_groups) != 1:
-        raise ValueError(
-            f"parameter_change_norms needs one parameter group, got {len(optimizer.param_groups)}"
-        )
-    return optimizer.param_groups[0]

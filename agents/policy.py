@@ -6,20 +6,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from agents.acceleration import CapturedCall, PinnedStaging
 from agents.devices import use_device
 
 
 class EpsilonGreedy:
-    """ε-greedy actions of `network` (on `device`) for one uint8 (history_length,
-    *frame_shape) state at a time.
+    """ε-greedy actions of `network` (on `device`, read as it is at each action: the policy
+    owns no parameters) for one uint8 (history_length, *frame_shape) state at a time.
 
-    Exactly one uniform draw per action decides exploration, and a second one picks the
-    random action, so the random stream does not depend on Q. `rng` is the default stream
-    (the training run's); an evaluator passes its own to `act`, which leaves the default
-    untouched. The policy reads `network` as it is at each action: it owns no parameters.
-    On CUDA the greedy action comes from `GreedyActions`, with a captured forward pass when
-    `cuda_graphs`; on CPU from a plain forward pass.
+    One uniform draw per action decides exploration and a second picks the random action, so
+    the random stream does not depend on Q. `rng` is the default stream (the training run's);
+    an evaluator passes its own to `act`. On CUDA the greedy action comes from
+    `agents.acceleration.GreedyActions`, captured when `cuda_graphs`.
     """
 
     def __init__(
@@ -35,8 +32,11 @@ class EpsilonGreedy:
         self.num_actions, self.history_length = num_actions, history_length
         self.rng, self.cuda_graphs = rng, cuda_graphs
         use_device(device)
-        cuda = device.type == "cuda"
-        self._greedy_on_gpu = GreedyActions(network, device, cuda_graphs) if cuda else None
+        self._greedy_on_gpu = None
+        if device.type == "cuda":
+            from agents.acceleration import GreedyActions  # CUDA alone needs the CUDA corner
+
+            self._greedy_on_gpu = GreedyActions(network, device, cuda_graphs)
 
     def act(self, state: np.ndarray, epsilon: float, rng: np.random.Generator | None = None) -> int:
         rng = self.rng if rng is None else rng
@@ -47,28 +47,3 @@ class EpsilonGreedy:
         with torch.inference_mode():
             frames = torch.from_numpy(state).unsqueeze(0)
             return int(self.network(frames).argmax(dim=1).item())
-
-
-class GreedyActions:
-    """argmax_a Q(state, a) of one network on a CUDA device, one state at a time, without a
-    per-call allocation or a pageable copy: the state goes through a page-locked buffer into a
-    fixed device tensor, the forward pass is a `CapturedCall` (a graph when `graphs` and it
-    checks out), and the action comes back through a page-locked scalar."""
-
-    def __init__(self, network: torch.nn.Module, device: torch.device, graphs: bool) -> None:
-        self.network = network
-        self.staging = PinnedStaging(device)
-        self.q_values = CapturedCall(
-            self._q_values, name="acting", enabled=graphs, device=device, warmup=1
-        )
-        self.action = torch.empty(1, dtype=torch.int64, pin_memory=True)
-
-    def _q_values(self, states: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return self.network(states)
-
-    def __call__(self, state: np.ndarray) -> int:
-        (states,) = self.staging.to_device([state[None]])
-        self.action.copy_(self.q_values(states).argmax(dim=1), non_blocking=True)
-        torch.cuda.current_stream().synchronize()  # the env needs the action now
-        return int(self.action[0])

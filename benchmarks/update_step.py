@@ -81,7 +81,7 @@ def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
 
 
 def variants(cfg, args, num_actions: int, frame_shape: tuple) -> dict:
-    """name -> (its update, its learner: a CompiledUpdate holds its learner only weakly)."""
+    """name -> (its update, its learner)."""
     compiled = {"compiled": None}
     for option in args.option:
         key, value = option.split("=", 1)
@@ -96,8 +96,9 @@ def variants(cfg, args, num_actions: int, frame_shape: tuple) -> dict:
             batch_size=cfg.train.batch_size,
             compute_parameter_change_norms=name.endswith("norms"),
         )
-        step = CompiledUpdate(learner, compiled[name]) if name in compiled else learner.update_step
-        made[name] = (step, learner)
+        if name in compiled:
+            learner.compiled_update = CompiledUpdate(DoubleDQN.update, compiled[name])
+        made[name] = (learner.update_step, learner)
     return made
 
 

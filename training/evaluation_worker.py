@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agents.acceleration import error_line
+from agents.compilation import error_line
 from evaluation.protocols import EvaluationResult, Policy, evaluate_noop
 from evaluation.snapshot import load_agent_snapshot
 

@@ -11,7 +11,7 @@ import torch
 from test_double_dqn import make_agent, random_batch
 
 from agents import acceleration
-from agents.acceleration import CapturedCall, PinnedStaging
+from agents.acceleration import CapturedCall, PinnedStaging, captured_update
 
 BATCHES = [random_batch(seed=seed) for seed in range(8)]
 
@@ -57,7 +57,7 @@ class CapturedLearner:
 
     def __init__(self, kind: str, seed: int = 1):
         self.agent, self.capture = make_agent(seed=seed), FakeCapture(kind)
-        self.update = self.agent.captured_update(enabled=True, capture=self.capture)
+        self.update = captured_update(self.agent, enabled=True, capture=self.capture)
         self.staging = PinnedStaging(torch.device("cpu"), pin_memory=False)
 
     def learn(self, batch) -> np.ndarray:

@@ -12,18 +12,13 @@ import pytest
 import torch
 from torch import nn
 
-from agents import (
-    DoubleDQN,
-    LearnStats,
-    double_q_targets,
-    dqn_targets,
-    resolve_device,
-    weighted_huber_loss,
-)
 from agents.acceleration import PinnedStaging
-from agents.double_dqn import _optimizer, optimizer_epsilon
+from agents.devices import resolve_device
+from agents.double_dqn import DoubleDQN, _optimizer, optimizer_epsilon
 from agents.optimizer import CenteredRMSProp
 from agents.settings import AgentSettings
+from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
+from agents.updates import LearnStats
 
 NO_GPU = not torch.cuda.is_available()
 
@@ -149,11 +144,19 @@ def test_double_q_targets_discount_and_terminal_masking():
     assert targets.tolist() == [0.5 + 0.75 * 4, 0.5]
 
 
+def lookup_agent(monkeypatch, **settings) -> DoubleDQN:
+    """An agent (3 actions, discount 0.5) whose online network is LookupQ(ONLINE) and target
+    network LookupQ(TARGET), with RMSProp's decay 0: after an update, g is its gradient."""
+    monkeypatch.setattr("agents.double_dqn.build_network", lambda *arguments: LookupQ(ONLINE))
+    agent = make_agent(num_actions=3, discount=0.5, rmsprop_decay=0.0, **settings)
+    agent.target.load_state_dict({"table": torch.tensor(TARGET, dtype=torch.float32)})
+    return agent
+
+
 @pytest.mark.parametrize("single_forward", [False, True])
-def test_learn_returns_exact_raw_td_errors_loss_and_gradient(single_forward):
-    agent = make_agent(num_actions=3, discount=0.5)
+def test_learn_returns_exact_raw_td_errors_loss_and_gradient(single_forward, monkeypatch):
+    agent = lookup_agent(monkeypatch)
     agent.single_forward = single_forward
-    agent.online, agent.target = LookupQ(ONLINE), LookupQ(TARGET)
     stats = agent.learn(id_batch(range(4), range(4, 8), ACTIONS, REWARDS, TERMINALS, WEIGHTS))
     assert isinstance(stats, LearnStats)
     assert stats.td_errors.dtype == np.float32
@@ -162,8 +165,9 @@ def test_learn_returns_exact_raw_td_errors_loss_and_gradient(single_forward):
     assert stats.mean_q == 0.5
     expected_grad = np.zeros((8, 3), np.float32)  # next-state rows get no gradient
     expected_grad[np.arange(4), ACTIONS] = EXPECTED_GRAD_Q
-    np.testing.assert_array_equal(agent.online.table.grad.numpy(), expected_grad)
-    assert agent.target.table.grad is None
+    gradient = agent.optimizer.state[agent.online.table]["grad_avg"]
+    np.testing.assert_array_equal(gradient.numpy(), expected_grad)
+    assert agent.target.table.tolist() == TARGET  # nothing reaches the target network
 
 
 def test_weighted_huber_loss_values_and_gradient():
@@ -440,9 +444,8 @@ def test_dqn_targets_take_the_target_networks_maximum():
     assert targets.tolist() == [6.0, 3.0, -1.0, 4.5]
 
 
-def test_learn_with_the_dqn_target_returns_its_exact_td_errors_and_loss():
-    agent = make_agent(num_actions=3, discount=0.5, target_rule="dqn")
-    agent.online, agent.target = LookupQ(ONLINE), LookupQ(TARGET)
+def test_learn_with_the_dqn_target_returns_its_exact_td_errors_and_loss(monkeypatch):
+    agent = lookup_agent(monkeypatch, target_rule="dqn")
     stats = agent.learn(id_batch(range(4), range(4, 8), ACTIONS, REWARDS, TERMINALS, WEIGHTS))
     # y = [6, 3, -1, 4.5] minus Q(S, A) = [1, 0.25, 2, -1.25]
     assert stats.td_errors.tolist() == [5.0, 2.75, -3.0, 5.75]

@@ -1,8 +1,8 @@
 """A whole training run, in this process on CPU, whose update graph cannot be captured: it
 finishes, warns in one line once, and its results are those of the run without graphs.
 
-A learner captures its update only on CUDA, so here the learner's `captured_update` is built
-with graphs on and the capture injected; nothing else of the run changes."""
+A learner captures its update only on CUDA, so here the CPU learner's serial updates run its
+`captured_update` with graphs on and the capture injected; nothing else of the run changes."""
 
 import re
 
@@ -11,7 +11,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from test_captured_call import FakeCapture
 
 from agents import acceleration
-from agents.double_dqn import DoubleDQN
+from agents.acceleration import captured_update
+from agents.updates import SerialUpdates
 from tests.test_train import smoke_run
 
 RUN = ("train.total_steps=200", "train.log_period_steps=50")
@@ -31,13 +32,13 @@ def results(run_dir) -> dict:
 def fail_update_graphs(monkeypatch) -> FakeCapture:
     """From now on every learner captures its update, and every capture raises."""
     capture = FakeCapture("raises")
-    build = DoubleDQN.captured_update
+    serial = SerialUpdates.__init__
+
+    def captured(updates: SerialUpdates, update_step) -> None:
+        serial(updates, captured_update(update_step.__self__, True, capture=capture))
+
     monkeypatch.setattr(acceleration, "GRAPHS_GIVEN_UP", set())
-    monkeypatch.setattr(
-        DoubleDQN,
-        "captured_update",
-        lambda learner, enabled, **others: build(learner, True, **others, capture=capture),
-    )
+    monkeypatch.setattr(SerialUpdates, "__init__", captured)
     return capture
 
 

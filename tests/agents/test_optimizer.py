@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from agents import CenteredRMSProp
 from agents.networks import MinAtarQNetwork, NatureQNetwork
+from agents.optimizer import CenteredRMSProp
 
 INITIAL = np.array([0.5, -1.0, 2.0, 0.0])
 GRADIENTS = np.array(

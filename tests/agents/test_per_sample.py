@@ -9,11 +9,13 @@ import pytest
 import torch
 from torch import nn
 
-from agents import DoubleDQN, LearnStats, weighted_huber_loss
+from agents.double_dqn import DoubleDQN
 from agents.networks import NatureQNetwork
 from agents.optimizer import CenteredRMSProp
 from agents.per_sample import parameter_change_norms
 from agents.settings import AgentSettings
+from agents.targets import weighted_huber_loss
+from agents.updates import LearnStats
 
 
 class TinyQ(nn.Module):

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from test_double_dqn import LookupQ, make_agent, random_batch
 
-from agents import EpsilonGreedy
+from agents.policy import EpsilonGreedy
 
 CPU = torch.device("cpu")
 
