@@ -21,8 +21,8 @@ from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
-from launch.run_guard import RunDirectoryError, check_machine, check_memory
-from launch.validation import check_disk, check_replay_group, validate_config
+from launch.run_guard import RunDirectoryError, check_disk, check_machine, check_memory
+from launch.validation import check_replay_group, validate_config
 from schema import shown
 from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
 from training.settings import Run
