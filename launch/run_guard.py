@@ -18,7 +18,8 @@ from artifacts.command_line import available_memory, unwritable_reason
 from artifacts.run_directory import RunDirectory
 from envs.registry import environment_kind
 from replay.buffer import memory_bytes
-from replay.registry import REPLAY_DEVICES, storage_class
+from replay.registry import STORAGES
+from replay.settings import DEVICE
 from schema import refusal
 from training.settings import Run
 
@@ -118,7 +119,7 @@ def check_machine(run: Run) -> None:
         raise refusal("threads", threads, allowed)
     device = resolve_device(run.agent.device)
     if run.replay.device != "cpu" and not _learners_cuda_device(run.replay.device, device):
-        raise refusal("replay.device", run.replay.device, REPLAY_DEVICES)
+        raise refusal("replay.device", run.replay.device, DEVICE.allowed)
     check_pipelined(run.agent.pipelined, device)
 
 
@@ -148,7 +149,7 @@ def check_memory(run: Run) -> None:
 def replay_bytes(run: Run) -> int:
     """What a full replay of the config occupies in memory, and about what a checkpoint of
     it occupies on disk (its frames, and the per-slot arrays in the state file)."""
-    frames_per_slot = storage_class(run.replay.eviction).frames_per_slot(run.agent.history_length)
+    frames_per_slot = STORAGES[run.replay.eviction].frames_per_slot(run.agent.history_length)
     frame_shape = environment_kind(run.env.kind).frame_shape(run.env)
     return memory_bytes(run.replay.capacity, frame_shape, frames_per_slot)
 
