@@ -26,14 +26,14 @@ class AgentSettings(Settings):
     section: ClassVar[str] = "agent"
 
     device: str = setting("auto", DEVICE)
-    history_length: int = setting(4, POSITIVE_INTEGER)  # frames per state
+    history_length: int = setting(4, POSITIVE_INTEGER, "identity")  # frames per state
     # nature (Atari frames, a shared head bias) | nature_dqn (a bias per action) | minatar
     network: str = setting("nature", one_of(NETWORKS))
     # double_dqn (the paper's) | dqn: max_a Q_target(s', a)
     target_rule: str = setting("double_dqn", one_of(TARGET_RULES))
     discount: float = setting(0.99, FRACTION)
     # η for uniform replay; the prioritized presets divide it by 4
-    learning_rate: float = setting(0.00025, POSITIVE_NUMBER)
+    learning_rate: float = setting(0.00025, POSITIVE_NUMBER, "hyperparameter")
     rmsprop_decay: float = setting(0.95, Rule("in [0, 1)", lambda v: 0 <= v < 1))
     rmsprop_epsilon: float = setting(0.01, POSITIVE_NUMBER)  # DeepMind's, for the summed loss
     # deepmind_rmsprop: ε inside the square root | torch_rmsprop: outside (torch.optim.RMSprop)
@@ -46,10 +46,10 @@ class AgentSettings(Settings):
     pipelined: bool = setting(False, BOOLEAN)
     # true: on CUDA, the update and acting replay captured graphs, each checked against the
     # eager call (docs/gpu.md); off until a GPU has passed pytest -k cuda
-    cuda_graphs: bool = setting(False, BOOLEAN)
+    cuda_graphs: bool = setting(False, BOOLEAN, "changeable")
     # true: the update compiled whole by torch.compile (agents/compilation.py): rounded
     # differently, and on CPU a small network's update much faster
-    torch_compile: bool = setting(False, BOOLEAN)
+    torch_compile: bool = setting(False, BOOLEAN, "fallback")
 
     def check_together(self) -> None:
         if self.torch_compile and self.cuda_graphs:

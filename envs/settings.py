@@ -32,15 +32,15 @@ class AtariSettings(Settings):
 
     section: ClassVar[str] = "env"
 
-    kind: str = setting("atari", KIND)  # atari | lean_atari
+    kind: str = setting("atari", KIND, "identity")  # atari | lean_atari
     # an ale-py ROM id, display name or gymnasium id
-    game: str = setting("pong", game_of("atari"))
+    game: str = setting("pong", game_of("atari"), "identity", "hyperparameter")
     frame_skip: int = setting(4, POSITIVE_INTEGER)  # action repeat, max over the last two frames
-    screen_size: int = setting(84, POSITIVE_INTEGER)
+    screen_size: int = setting(84, POSITIVE_INTEGER, "identity")
     noop_max: int = setting(30, NON_NEGATIVE_INTEGER)  # 1..30 random no-ops at every reset
     max_episode_frames: int = setting(108_000, NON_NEGATIVE_INTEGER)  # 30 minutes of play
     repeat_action_probability: float = setting(0.0, FRACTION)  # no sticky actions
-    full_action_space: bool = setting(False, BOOLEAN)  # the minimal action set
+    full_action_space: bool = setting(False, BOOLEAN, "identity")  # the minimal action set
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,9 +50,9 @@ class MinAtarSettings(Settings):
 
     section: ClassVar[str] = "env"
 
-    kind: str = setting("minatar", KIND)
+    kind: str = setting("minatar", KIND, "identity")
     # asterix | breakout | freeway | seaquest | space_invaders
-    game: str = setting("breakout", game_of("minatar"))
+    game: str = setting("breakout", game_of("minatar"), "identity", "hyperparameter")
     frame_skip: int = setting(1, POSITIVE_INTEGER)  # one MinAtar frame per agent step
     repeat_action_probability: float = setting(0.1, FRACTION)  # sticky actions
     difficulty_ramping: bool = setting(True, BOOLEAN)

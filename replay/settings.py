@@ -39,20 +39,20 @@ class ReplaySettings(Settings):
 
     section: ClassVar[str] = "replay"
 
-    kind: str = setting("uniform", KIND)
+    kind: str = setting("uniform", KIND, "identity", "hyperparameter")
     # at least train.batch_size and agent.history_length + 2 (launch.validation)
-    capacity: int = setting(1_000_000, POSITIVE_INTEGER)
+    capacity: int = setting(1_000_000, POSITIVE_INTEGER, "identity")
     # td_error (the paper's) | huber_loss | td_error_change | parameter_change
     priority_signal: str = setting("td_error", one_of(PRIORITY_SIGNALS))
     # ε of the priorities p = signal + ε (uniform draws ignore them, forgetting by priority not)
     priority_epsilon: float = setting(0.01, POSITIVE_NUMBER)
     # fifo (the paper's) | lowest_priority
-    eviction: str = setting("fifo", one_of(STORAGES))
+    eviction: str = setting("fifo", one_of(STORAGES), "identity")
     device: str = setting("cpu", DEVICE)  # cuda: a copy of the frame ring on the learner's GPU
     # batch (the authors') | buffer; uniform weights are exactly 1 either way
     weight_normalization: str = setting("batch", one_of(WEIGHT_NORMALIZATIONS))
     # β0, annealed linearly to the next at its final step
-    importance_exponent: float = setting(0.0, FRACTION)
+    importance_exponent: float = setting(0.0, FRACTION, "hyperparameter")
     importance_exponent_final: float = setting(0.0, FINAL_IMPORTANCE_EXPONENT)
     # the step where β reaches its final value; null: the run's last step
     importance_exponent_final_step: int | None = setting(
@@ -71,7 +71,7 @@ class ReplaySettings(Settings):
 class PrioritizedReplaySettings(ReplaySettings):
     """Every prioritized kind's settings: α, whose default is each kind's, and β rising to 1."""
 
-    priority_exponent: float = setting(MISSING, NON_NEGATIVE_NUMBER)  # α
+    priority_exponent: float = setting(MISSING, NON_NEGATIVE_NUMBER, "hyperparameter")  # α
     # set to anneal α linearly to this value at the end
     priority_exponent_final: float | None = setting(
         None, Rule("null or >= 0", NON_NEGATIVE_NUMBER.test)
@@ -85,17 +85,17 @@ class PrioritizedReplaySettings(ReplaySettings):
 class ProportionalReplaySettings(PrioritizedReplaySettings):
     """Proportional prioritization as in Table 3 of Schaul et al. (2016)."""
 
-    kind: str = setting("proportional", KIND)
-    priority_exponent: float = setting(0.6, NON_NEGATIVE_NUMBER)  # α
-    importance_exponent: float = setting(0.4, FRACTION)  # β0
+    kind: str = setting("proportional", KIND, "identity", "hyperparameter")
+    priority_exponent: float = setting(0.6, NON_NEGATIVE_NUMBER, "hyperparameter")  # α
+    importance_exponent: float = setting(0.4, FRACTION, "hyperparameter")  # β0
 
 
 @dataclass(frozen=True, kw_only=True)
 class RankBasedReplaySettings(PrioritizedReplaySettings):
     """Rank-based prioritization as in Table 3 of Schaul et al. (2016)."""
 
-    kind: str = setting("rank_based", KIND)
-    priority_exponent: float = setting(0.7, NON_NEGATIVE_NUMBER)  # α
-    importance_exponent: float = setting(0.5, FRACTION)  # β0
+    kind: str = setting("rank_based", KIND, "identity", "hyperparameter")
+    priority_exponent: float = setting(0.7, NON_NEGATIVE_NUMBER, "hyperparameter")  # α
+    importance_exponent: float = setting(0.5, FRACTION, "hyperparameter")  # β0
     # a full sort of the heap every 10^6 added transitions
     resort_period: int = setting(1_000_000, POSITIVE_INTEGER)

@@ -74,9 +74,9 @@ def one_of(names: Iterable[str]) -> Rule:
     return Rule(lambda: f"one of {', '.join(names)}", lambda v: isinstance(v, str) and v in names)
 
 
-def setting(default: Any, rule: Rule) -> Any:
-    """A settings field: its default (MISSING: every preset gives it) and its rule."""
-    return dataclasses.field(default=default, metadata={"rule": rule})
+def setting(default: Any, rule: Rule, *marks: str) -> Any:
+    """A settings field; `marks` put it in lists of settings (`training.run_state.marked`)."""
+    return dataclasses.field(default=default, metadata={"rule": rule, "marks": marks})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,7 +34,9 @@ FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.te
 class RunSettings(Settings):
     """The top level's settings beside the sections."""
 
-    seed: int = setting(0, Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST))
+    seed: int = setting(
+        0, Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST), "hyperparameter"
+    )
     # a run directory to continue from (one without a config.yaml: `launch.run_config`)
     resume: str | None = setting(None, Rule("null or a run directory", PATH.test))
     # torch CPU threads: auto (OMP_NUM_THREADS, else the cores, <= 8) or N, at most the cores
