@@ -1,6 +1,5 @@
-"""evaluate.py's settings, the `key=value` arguments after its path. Its `env.KEY=V` arguments
-are settings of each evaluated run's env kind, read by that kind's schema
-(`evaluate.check_runs`)."""
+"""evaluate.py's settings, the `key=value` arguments after its path; its `env.KEY=V` arguments
+are settings of each evaluated run's env kind, read by its schema (`evaluate.check_runs`)."""
 
 from dataclasses import dataclass
 
@@ -18,8 +17,8 @@ from schema import (
     setting,
 )
 
-# Beyond these an evaluation would run for days (100,000 MinAtar episodes take hours) or the
-# bootstrap would not fit in memory.
+# Beyond these an evaluation would take days (100,000 MinAtar episodes: hours) or its bootstrap
+# not fit in memory.
 MOST_EPISODES, MOST_BOOTSTRAP_REPS = 100_000, 1_000_000
 
 

@@ -14,9 +14,10 @@ from agents.networks import build_network
 from artifacts.upgrade import check_resumable
 from envs.registry import environment_kind
 from replay.registry import sampler_class
+from replay.settings import CAPACITY
 from replay.storage import FrameStorage
 from schema import Settings, refusal, typed
-from training.settings import Run, RunSettings
+from training.settings import EVERY_FRAMES, Run, RunSettings
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 # The sections a run reads, each by its schema (`Run`'s): env's and replay's chosen by its kind.
@@ -53,11 +54,9 @@ def check_across_sections(run: Run) -> None:
     replay, train, agent, env = run.replay, run.train, run.agent, run.env
     smallest = max(train.batch_size, FrameStorage.smallest_capacity(agent.history_length))
     if replay.capacity < smallest:
-        allowed = "at least train.batch_size and agent.history_length + 2, an integer"
-        raise refusal("replay.capacity", replay.capacity, allowed)
+        raise refusal("replay.capacity", replay.capacity, CAPACITY.allowed)
     if run.evaluation.every_frames % env.frame_skip:
-        allowed = "a positive multiple of env.frame_skip"
-        raise refusal("evaluation.every_frames", run.evaluation.every_frames, allowed)
+        raise refusal("evaluation.every_frames", run.evaluation.every_frames, EVERY_FRAMES.allowed)
     if agent.torch_compile and replay.priority_signal == "parameter_change":
         raise ValueError(
             "agent.torch_compile=true is not allowed with replay.priority_signal="

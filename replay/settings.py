@@ -23,11 +23,13 @@ from schema import (
 # Filled by `replay.registry` (their modules import this one), which replay's readers import.
 SAMPLERS, STORAGES = {}, {}
 KIND = one_of(SAMPLERS)
+CAPACITY = Rule(  # the bounds from the train and agent sections: `launch.validation`
+    "at least train.batch_size and agent.history_length + 2, an integer", POSITIVE_INTEGER.test
+)
 FINAL_IMPORTANCE_EXPONENT = Rule(  # β only rises (`check_together`)
     "at least replay.importance_exponent (β rises to it) and at most 1", FRACTION.test
 )
-# The learner's CUDA device is `launch.run_guard`'s to check, the eviction `check_together`'s.
-DEVICE = Rule(
+DEVICE = Rule(  # the learner's CUDA device: `launch.run_guard`; the eviction: `check_together`
     "cpu, or agent.device's CUDA device with replay.eviction=fifo",
     lambda v: re.fullmatch("cpu|cuda(:[0-9]+)?", v),
 )
@@ -40,8 +42,7 @@ class ReplaySettings(Settings):
     section: ClassVar[str] = "replay"
 
     kind: str = setting("uniform", KIND, "identity", "hyperparameter")
-    # at least train.batch_size and agent.history_length + 2 (launch.validation)
-    capacity: int = setting(1_000_000, POSITIVE_INTEGER, "identity")
+    capacity: int = setting(1_000_000, CAPACITY, "identity")
     # td_error (the paper's) | huber_loss | td_error_change | parameter_change
     priority_signal: str = setting("td_error", one_of(PRIORITY_SIGNALS))
     # ε of the priorities p = signal + ε (uniform draws ignore them, forgetting by priority not)

@@ -27,6 +27,8 @@ LEARNING_START = Rule(
     "an integer from train.batch_size to train.total_steps (a run with no update)",
     POSITIVE_INTEGER.test,
 )
+# A whole number of agent steps; env.frame_skip is checked with the env (`launch.validation`).
+EVERY_FRAMES = Rule("a positive multiple of env.frame_skip", POSITIVE_INTEGER.test)
 FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.test)
 
 
@@ -82,8 +84,7 @@ class EvaluationSettings(Settings):
 
     section: ClassVar[str] = "evaluation"
 
-    # a whole number of agent steps: a multiple of env.frame_skip (launch.validation)
-    every_frames: int = setting(1_000_000, POSITIVE_INTEGER)
+    every_frames: int = setting(1_000_000, EVERY_FRAMES)
     frames: int = setting(500_000, POSITIVE_INTEGER)  # per test: no-op starts, capped as in env
     epsilon: float = setting(0.01, FRACTION)
     worker: bool = setting(True, BOOLEAN)  # test in another process (same scores); false: inline

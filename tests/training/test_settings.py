@@ -17,7 +17,11 @@ INTEGER_SETTINGS = [
     (MinAtarSettings, "max_episode_frames", "an integer >= 0, at most 9223372036854775807"),
     (TrainSettings, "total_steps", "a positive integer, at most 9223372036854775807"),
     (TrainSettings, "epsilon_decay_steps", "an integer >= 0, at most 9223372036854775807"),
-    (EvaluationSettings, "every_frames", "a positive integer, at most 9223372036854775807"),
+    (
+        EvaluationSettings,
+        "every_frames",
+        "a positive multiple of env.frame_skip, at most 9223372036854775807",
+    ),
     (
         CheckpointSettings,
         "keep",
