@@ -10,8 +10,8 @@ from envs.games import resolve_game
 from envs.interface import TrainingEnv
 from envs.lean_atari import LeanAtariEnv
 from envs.minatar import MinAtarEnv, minatar_frame_shape, resolve_minatar_game
-from envs.settings import AtariSettings, MinAtarSettings
-from schema import Settings, one_of, typed
+from envs.settings import ENVIRONMENTS, KIND, AtariSettings, MinAtarSettings
+from schema import Settings, typed
 
 
 @dataclass(frozen=True)
@@ -34,26 +34,28 @@ _ATARI = {
     "frame_shape": lambda settings: (settings.screen_size,) * 2,
     "family": "atari",
 }
-ENVIRONMENTS: dict[str, EnvironmentKind] = {
-    "atari": EnvironmentKind(atari_env, **_ATARI, has_human_reference=True),
-    "lean_atari": EnvironmentKind(LeanAtariEnv, **_ATARI, has_human_reference=True),
-    "minatar": EnvironmentKind(
-        MinAtarEnv,
-        settings=MinAtarSettings,
-        game_id=resolve_minatar_game,
-        frame_shape=lambda settings: minatar_frame_shape(settings.game),
-        family="minatar",
-        has_human_reference=False,
-    ),
-}
+ENVIRONMENTS.update(
+    {
+        "atari": EnvironmentKind(atari_env, **_ATARI, has_human_reference=True),
+        "lean_atari": EnvironmentKind(LeanAtariEnv, **_ATARI, has_human_reference=True),
+        "minatar": EnvironmentKind(
+            MinAtarEnv,
+            settings=MinAtarSettings,
+            game_id=resolve_minatar_game,
+            frame_shape=lambda settings: minatar_frame_shape(settings.game),
+            family="minatar",
+            has_human_reference=False,
+        ),
+    }
+)
 
 
 DEFAULT_KIND = "atari"  # the paper's games: where no run config names a kind
 
 
 def environment_kind(kind: str) -> EnvironmentKind:
-    """The kind named `kind`, or a one-line ValueError naming `env.kind`."""
-    one_of(ENVIRONMENTS).check("env.kind", kind)
+    """The kind named `kind`, or a one-line ValueError naming `env.kind` (its rule's)."""
+    KIND.check("env.kind", kind)
     return ENVIRONMENTS[kind]
 
 

@@ -1,8 +1,7 @@
 """The settings' defaults as Hydra configs: configs/ builds each section on its schema's
 defaults through the defaults lists (`- /agent_settings@_here_`, ...), so that a default is
-written once, in its schema. Whatever composes configs/ stores them first: train.py before
-Hydra starts, the tests' compose API in tests/conftest.py. Each replay kind and env kind has its
-own, named after it, so that a new sampler or environment needs no line here."""
+written once, in its schema. Whatever composes configs/ stores them first (train.py, the tests'
+compose API in tests/conftest.py). Each replay and env kind has its own, named after it."""
 
 from hydra.core.config_store import ConfigStore
 
@@ -14,19 +13,13 @@ from training.settings import CheckpointSettings, EvaluationSettings, RunSetting
 
 def default_configs() -> dict[str, dict]:
     """Hydra config name -> its values."""
-    schemas = {
-        "run_settings": RunSettings,
-        "train_settings": TrainSettings,
-        "evaluation_settings": EvaluationSettings,
-        "checkpoint_settings": CheckpointSettings,
-        "agent_settings": AgentSettings,
-    }
+    schemas = (RunSettings, TrainSettings, EvaluationSettings, CheckpointSettings, AgentSettings)
     kinds = {
         **{f"{kind}_replay_settings": (kind, s.settings) for kind, s in SAMPLERS.items()},
         **{f"{kind}_env_settings": (kind, env.settings) for kind, env in ENVIRONMENTS.items()},
     }
     return {
-        **{name: schema.defaults() for name, schema in schemas.items()},
+        **{f"{schema.section or 'run'}_settings": schema.defaults() for schema in schemas},
         # A schema of several kinds (both Atari kinds) gives each its own name.
         **{name: {**schema.defaults(), "kind": kind} for name, (kind, schema) in kinds.items()},
         # Schaul et al. (2016) divide the step size by 4 for prioritized replay: the prioritized

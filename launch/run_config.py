@@ -21,8 +21,9 @@ from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
 from artifacts.run_directory import RunDirectory, read_config_file
 from artifacts.upgrade import upgrade_config
-from launch.run_guard import RunDirectoryError, check_machine, check_memory
-from launch.validation import check_disk, check_replay_group, validate_config
+from launch.run_guard import RunDirectoryError, check_disk, check_machine, check_memory
+from launch.validation import validate_config
+from replay.registry import sampler_class
 from schema import shown
 from training.run_record import CHANGEABLE_ON_RESUME, config_record, differences
 from training.settings import Run
@@ -170,6 +171,20 @@ def remove_created_directories(run_dir: Path) -> None:
         except OSError:
             return
         directory = directory.parent
+
+
+def check_replay_group(cfg: DictConfig, group: str | None) -> None:
+    """A fresh run's replay.kind must be the sampler of the replay group it composed: a kind
+    set alone would run one sampler with another's α, β and step size."""
+    if group is None:
+        return
+    kind = OmegaConf.select(cfg, "replay.kind")
+    sampler_class(kind)  # a kind no sampler has is refused as such
+    if kind != group:
+        raise ValueError(
+            f"replay.kind={kind} is not allowed with replay={group}: choose the sampler and "
+            f"its settings together with replay={kind}"
+        )
 
 
 def check_run(

@@ -1,20 +1,25 @@
 """Checks that keep train.py from starting where it cannot finish, or where another process is
 already running: before Hydra creates anything, once the run directory exists, and what the
-machine must give a run whose settings are valid (its cores, GPUs and memory)."""
+machine must give a run whose settings are valid (its cores, GPUs, memory and disk, from the
+sizes its replay and files will have)."""
 
 import ctypes
 import fcntl
 import os
+import shutil
 from pathlib import Path
 
 import torch
 from omegaconf.errors import OmegaConfBaseException
 
 from agents.devices import check_pipelined, resolve_device
+from agents.networks import build_network
 from artifacts.command_line import available_memory, unwritable_reason
 from artifacts.run_directory import RunDirectory
-from launch.validation import replay_bytes
-from replay.registry import REPLAY_DEVICES
+from envs.registry import environment_kind
+from replay.buffer import memory_bytes
+from replay.registry import STORAGES
+from replay.settings import DEVICE
 from schema import refusal
 from training.settings import Run
 
@@ -114,7 +119,7 @@ def check_machine(run: Run) -> None:
         raise refusal("threads", threads, allowed)
     device = resolve_device(run.agent.device)
     if run.replay.device != "cpu" and not _learners_cuda_device(run.replay.device, device):
-        raise refusal("replay.device", run.replay.device, REPLAY_DEVICES)
+        raise refusal("replay.device", run.replay.device, DEVICE.allowed)
     check_pipelined(run.agent.pipelined, device)
 
 
@@ -138,4 +143,73 @@ def check_memory(run: Run) -> None:
             f"replay.capacity={run.replay.capacity} is not allowed: a full replay needs "
             f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
             f"{limit}"
+        )
+
+
+def replay_bytes(run: Run) -> int:
+    """What a full replay of the config occupies in memory, and about what a checkpoint of
+    it occupies on disk (its frames, and the per-slot arrays in the state file)."""
+    frames_per_slot = STORAGES[run.replay.eviction].frames_per_slot(run.agent.history_length)
+    frame_shape = environment_kind(run.env.kind).frame_shape(run.env)
+    return memory_bytes(run.replay.capacity, frame_shape, frames_per_slot)
+
+
+# A state file holds the agent's networks and optimizer: the online and target networks and
+# the two statistics of centered RMSProp, each the size of the network. A run's snapshots:
+# agent_latest.pt and agent_best.pt (a network each) and agent_final.pt (all four).
+STATE_NETWORKS, SNAPSHOT_NETWORKS = 4, 6
+# The most actions a game has (ALE's full action set): a network's largest head.
+MOST_ACTIONS = 18
+
+
+def network_bytes(run: Run) -> int:
+    """What one copy of the agent's network occupies (built without memory, on the meta
+    device), with the largest head any game needs."""
+    env = environment_kind(run.env.kind)
+    with torch.device("meta"):
+        network = build_network(
+            run.agent.network, MOST_ACTIONS, run.agent.history_length, env.frame_shape(run.env)
+        )
+    return sum(p.numel() * p.element_size() for p in network.parameters())
+
+
+def run_disk_bytes(run: Run, checkpoints: int | None = None) -> int:
+    """About what a run's files occupy at most: `checkpoints` checkpoints (each a copy of the
+    replay and a state file, whose networks dominate at small capacities; `checkpoint.keep`
+    while it runs, one once it has finished) and its snapshots."""
+    networks = network_bytes(run)
+    state = replay_bytes(run) + STATE_NETWORKS * networks
+    kept = run.checkpoint.keep if checkpoints is None else checkpoints
+    return kept * state + SNAPSHOT_NETWORKS * networks
+
+
+def size_text(count: int) -> str:
+    return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
+
+
+def disk_needs(run: Run, checkpoints: Path) -> tuple[int, int, Path]:
+    """What the run's files need on the disk of `checkpoints` beyond what its checkpoints
+    already occupy (they overwrite it): while it runs and once it has finished
+    (`run_disk_bytes`); and the nearest directory of that disk that exists."""
+    # What the files occupy, not their length: a frame copy is sparse until the ring fills.
+    files = checkpoints.iterdir() if checkpoints.is_dir() else ()
+    existing = sum(path.stat().st_blocks * 512 for path in files)
+    place = checkpoints
+    while not place.exists():
+        place = place.parent
+    running, finished = (run_disk_bytes(run, kept) - existing for kept in (None, 1))
+    return max(0, running), max(0, finished), place
+
+
+def check_disk(run: Run, checkpoints: Path) -> None:
+    """The run's files (`run_disk_bytes`) must fit on the disk of `checkpoints` (beside what
+    its checkpoints already occupy, which they overwrite), before the first of them is due."""
+    needed, _, place = disk_needs(run, checkpoints)
+    free = shutil.disk_usage(place).free
+    if needed > free:
+        raise ValueError(
+            f"checkpoint.keep={run.checkpoint.keep} is not allowed here: {run.checkpoint.keep} "
+            f"checkpoints of replay.capacity={run.replay.capacity} and the agent's snapshots "
+            f"need {size_text(needed)} more and {place} has {size_text(free)} free (lower "
+            "either, or give hydra.run.dir on a larger disk)"
         )

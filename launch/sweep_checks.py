@@ -35,8 +35,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from artifacts.run_directory import CONFIG, RunDirectory
 from launch.run_config import check_run
-from launch.run_guard import error_line
-from launch.validation import disk_needs, size_text
+from launch.run_guard import disk_needs, error_line, size_text
 from training.run_record import config_record
 from training.settings import Run
 

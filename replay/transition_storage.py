@@ -39,8 +39,6 @@ class TransitionStorage:
     """
 
     def __init__(self, capacity: int, history_length: int, frame_shape: tuple[int, ...]):
-        if capacity < 1:
-            raise ValueError(f"replay.capacity={capacity} must be at least 1")
         self.capacity = capacity
         self.history_length = history_length
         self.frame_shape = tuple(frame_shape)

@@ -1,26 +1,23 @@
 """Settings with one definition each. A config section's settings are a dataclass, a Hydra
-structured config: each field is a key, with its type, its default and its rule (`setting`).
-`typed` reads a section into it: OmegaConf checks the keys and the types, the dataclass the
-rules, each once; every refusal is one line naming the key and what is allowed.
-
-A field whose default is MISSING is one every preset must give (Hydra's `???`)."""
+structured config: each field is a key, with its type, its default (MISSING: Hydra's `???`,
+which every preset gives) and its rule (`setting`). `typed` reads a section into it: OmegaConf
+checks the keys and the types, the rules the values; a refusal is one line naming the key."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import typing
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, TypeVar
 
 from omegaconf import OmegaConf
 from omegaconf.errors import MissingMandatoryValue, ValidationError
 
-# A value longer than this is shown by its start and its length: one pasted by mistake can be
-# megabytes, and a message stays one readable line.
+# A longer value is shown by its start and its length (one pasted by mistake can be megabytes).
 SHOWN_CHARACTERS, SHOWN_START = 1000, 80
-# numpy and torch take integer settings as signed 64-bit integers: a larger one would pass its
-# rule and overflow where it is used.
+# numpy and torch take integers as signed 64-bit: a larger one would overflow where it is used.
 INTEGER_LIMIT = 2**63
 
 
@@ -33,20 +30,24 @@ def shown(value: Any) -> str:
 
 
 def refusal(key: str, value: Any, allowed: str) -> ValueError:
-    """`key=value is not allowed: must be <allowed>`, the three kept as its attributes (so
-    that `typed` can show the value as given)."""
+    """`key=value is not allowed: must be <allowed>`, the three kept (`typed` shows the value)."""
     error = ValueError(f"{shown(key)}={shown(value)} is not allowed: must be {allowed}")
     error.key, error.value, error.allowed = key, value, allowed
     return error
 
 
-class Rule(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Rule:
     """What a setting may be beyond its type: `test` says whether a value of the type is
-    allowed, `allowed` completes "must be ..." (a wrong type is refused with it too). A rule
-    that involves other settings says so in `allowed`; they are checked where all are known."""
+    allowed (or raises a one-line ValueError saying more), `allowed` completes "must be ..."
+    (`text`, or a function giving it from a registry filled later)."""
 
-    allowed: str
-    test: Callable[[Any], bool] = lambda value: True
+    text: str | Callable[[], str]
+    test: Callable[[Any], bool]
+
+    @property
+    def allowed(self) -> str:
+        return self.text() if callable(self.text) else self.text
 
     def check(self, key: str, value: Any) -> None:
         try:
@@ -57,34 +58,25 @@ class Rule(NamedTuple):
             raise refusal(key, value, self.allowed)
 
 
-def is_integer(value: Any) -> bool:
-    """An int, not a bool: a rule used on a value OmegaConf has not read (a tool's own key)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-POSITIVE_INTEGER = Rule("a positive integer", lambda v: is_integer(v) and v > 0)
-NON_NEGATIVE_INTEGER = Rule("an integer >= 0", lambda v: is_integer(v) and v >= 0)
+# `type(v) is int`: not a bool, where OmegaConf has not read the value (a tool's own key)
+POSITIVE_INTEGER = Rule("a positive integer", lambda v: type(v) is int and v > 0)
+NON_NEGATIVE_INTEGER = Rule("an integer >= 0", lambda v: type(v) is int and v >= 0)
 POSITIVE_NUMBER = Rule("a number > 0", lambda v: math.isfinite(v) and v > 0)
 NON_NEGATIVE_NUMBER = Rule(">= 0", lambda v: math.isfinite(v) and v >= 0)
 FRACTION = Rule("in [0, 1]", lambda v: 0 <= v <= 1)
-BOOLEAN = Rule("true or false")
+BOOLEAN = Rule("true or false", lambda v: isinstance(v, bool))
+PATH = Rule("a path", lambda v: "\0" not in v)  # what the operating system can be given
+DEVICE = Rule("auto, cpu, cuda or cuda:N", lambda v: re.fullmatch("auto|cpu|cuda(:[0-9]+)?", v))
 
 
-def one_of(names) -> Rule:
+def one_of(names: Iterable[str]) -> Rule:
     """One of `names`, looked up when checked: a registry may grow after this is made."""
-    return Rule(f"one of {', '.join(names)}", lambda v: isinstance(v, str) and v in names)
+    return Rule(lambda: f"one of {', '.join(names)}", lambda v: isinstance(v, str) and v in names)
 
 
-MISSING = dataclasses.MISSING
-
-
-def setting(default: Any, rule: Rule) -> Any:
-    """A settings field: its default (MISSING: every preset gives it) and its rule."""
-    return dataclasses.field(default=default, metadata={"rule": rule})
-
-
-def rule_of(schema: type, name: str) -> Rule:
-    return next(f.metadata["rule"] for f in dataclasses.fields(schema) if f.name == name)
+def setting(default: Any, rule: Rule, *marks: str) -> Any:
+    """A settings field; `marks` put it in lists of settings (`training.run_state.marked`)."""
+    return dataclasses.field(default=default, metadata={"rule": rule, "marks": marks})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,10 +117,9 @@ def typed(
     schema: type[S], values: Mapping[str, Any], complete: bool = False, fixed: tuple = ()
 ) -> S:
     """`values` (plain and resolved) as `schema`, the others at their defaults unless
-    `complete` (a run's composed config holds every setting); `fixed` names settings the
-    values may not give (a kind chosen elsewhere). A key it does not have, one missing, a
-    value of another type (booleans are only true and false, not yes or 1) or one its rule
-    refuses is a one-line ValueError showing the value as given."""
+    `complete`; `fixed` names settings the values may not give (a kind chosen elsewhere). A
+    key it does not have, one missing, a value of another type (booleans are only true and
+    false, not yes or 1) or one its rule refuses is a one-line ValueError showing the value."""
     names = [field.name for field in dataclasses.fields(schema) if field.name not in fixed]
     section, types = schema.section or "the config", typing.get_type_hints(schema)
     for name, value in values.items():
@@ -145,8 +136,8 @@ def typed(
     except MissingMandatoryValue as error:  # a `???` no preset gave
         raise ValueError(f"{schema.key(error.key)} is not set") from None
     except ValidationError as error:  # a value OmegaConf cannot convert to the type
-        allowed = rule_of(schema, error.key).allowed
-        raise refusal(schema.key(error.key), values.get(error.key), allowed) from None
+        rule = next(f.metadata["rule"] for f in dataclasses.fields(schema) if f.name == error.key)
+        raise refusal(schema.key(error.key), values.get(error.key), rule.allowed) from None
     except ValueError as error:  # a rule's, on the value as OmegaConf converted it (1 -> 1.0)
         if not hasattr(error, "allowed"):
             raise

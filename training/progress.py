@@ -18,17 +18,10 @@ from tqdm import tqdm
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.run_directory import RunDirectory
 from training.figures import replay_rate_figure, sorted_td_errors_figure
-from training.run_state import select
+from training.run_state import marked, select
 
 HPARAMS = "hparams"  # the folder below tensorboard/ with the hyperparameters and results
-HYPERPARAMETERS = (
-    "env.game",
-    "replay.kind",
-    "replay.priority_exponent",
-    "replay.importance_exponent",
-    "agent.learning_rate",
-    "seed",
-)
+HYPERPARAMETERS = marked("hyperparameter")  # what a sweep varies
 
 
 def _replay_scalars(replay) -> dict[str, float]:

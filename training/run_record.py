@@ -22,12 +22,13 @@ from tqdm import tqdm
 from artifacts.atomic import write_atomically
 from artifacts.run_directory import RunDirectory
 from schema import shown
+from training.run_state import marked
 
 # Settings a resumed run may change, as they change no result beyond float rounding: a requeued
 # job that lands on a GPU where CUDA graphs fail can go on without them.
-CHANGEABLE_ON_RESUME = ("agent.cuda_graphs",)
+CHANGEABLE_ON_RESUME = marked("changeable")
 # Settings a run may lose while it runs, turned off with the reason (`RunRecord.fall_back`).
-FALLBACKS = ("agent.torch_compile",)
+FALLBACKS = marked("fallback")
 CHANGES_HEADER = (
     "# What changed in this run after it started (config.yaml holds what it started with);\n"
     "# each change holds from its step on.\n"

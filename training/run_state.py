@@ -7,11 +7,19 @@ import torch
 
 from agents.updates import LearnStats, PendingLearn
 from artifacts.upgrade import upgrade_checkpoint_state
+from envs.registry import ENVIRONMENTS
+from replay.registry import SAMPLERS
 from training.checkpoints import CheckpointError
-from training.settings import Run
+from training.settings import (
+    AgentSettings,
+    CheckpointSettings,
+    EvaluationSettings,
+    Run,
+    RunSettings,
+    TrainSettings,
+)
 
 
-# What a checkpoint must share with the config that resumes it: the shapes of what it stores.
 def select(settings, key: str):
     """The value at a dotted `key` of a run's settings, or None where they have no such key
     (a uniform replay has no `replay.priority_exponent`)."""
@@ -20,16 +28,32 @@ def select(settings, key: str):
     return settings
 
 
-IDENTITY_KEYS = (
-    "env.kind",
-    "env.game",
-    "env.screen_size",
-    "env.full_action_space",
-    "agent.history_length",
-    "replay.kind",
-    "replay.capacity",
-    "replay.eviction",  # the storage's layout
+# Every schema of a run's settings.
+SCHEMAS = (
+    *(kind.settings for kind in ENVIRONMENTS.values()),
+    AgentSettings,
+    *(sampler.settings for sampler in SAMPLERS.values()),
+    TrainSettings,
+    EvaluationSettings,
+    CheckpointSettings,
+    RunSettings,
 )
+
+
+def marked(mark: str) -> tuple[str, ...]:
+    """The keys of the run's settings whose declaration carries `mark` (`schema.setting`),
+    once each, in the order of `SCHEMAS`."""
+    keys = (
+        schema.key(field.name)
+        for schema in SCHEMAS
+        for field in dataclasses.fields(schema)
+        if mark in field.metadata["marks"]
+    )
+    return tuple(dict.fromkeys(keys))
+
+
+# What a checkpoint must share with the config that resumes it: the shapes of what it stores.
+IDENTITY_KEYS = marked("identity")
 
 
 def run_identity(cfg: Run) -> dict:

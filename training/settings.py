@@ -12,6 +12,7 @@ from schema import (
     FRACTION,
     INTEGER_LIMIT,
     NON_NEGATIVE_INTEGER,
+    PATH,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     Rule,
@@ -22,13 +23,12 @@ from schema import (
 )
 
 LARGEST = INTEGER_LIMIT - 1
-# The bounds come from the other train settings (`TrainSettings.check_together`).
 LEARNING_START = Rule(
-    "an integer from train.batch_size to train.total_steps (a run with no update)"
+    "an integer from train.batch_size to train.total_steps (a run with no update)",
+    POSITIVE_INTEGER.test,
 )
-# A whole number of agent steps; env.frame_skip is checked with the env (launch.validation).
+# A whole number of agent steps; env.frame_skip is checked with the env (`launch.validation`).
 EVERY_FRAMES = Rule("a positive multiple of env.frame_skip", POSITIVE_INTEGER.test)
-# ε only falls: its final value is at most ε's start (`TrainSettings.check_together`).
 FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.test)
 
 
@@ -36,17 +36,16 @@ FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.te
 class RunSettings(Settings):
     """The top level's settings beside the sections."""
 
-    seed: int = setting(0, Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST))
-    # a run directory to continue from its last checkpoint
-    resume: str | None = setting(None, Rule("null or a run directory"))
+    seed: int = setting(
+        0, Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST), "hyperparameter"
+    )
+    # a run directory to continue from (one without a config.yaml: `launch.run_config`)
+    resume: str | None = setting(None, Rule("null or a run directory", PATH.test))
     # torch CPU threads: auto (OMP_NUM_THREADS, else the cores, <= 8) or N, at most the cores
-    # this process may use (launch.validation: the machine's)
+    # this process may use (`launch.run_guard`: the machine's)
     threads: Any = setting(
         "auto",
-        Rule(
-            "auto or a positive integer",
-            lambda v: v == "auto" or POSITIVE_INTEGER.test(v),
-        ),
+        Rule("auto or a positive integer", lambda v: v == "auto" or type(v) is int and v > 0),
     )
 
 
@@ -65,9 +64,8 @@ class TrainSettings(Settings):
     reward_clip: float | None = setting(
         1.0, Rule("null (no clipping) or a number > 0", POSITIVE_NUMBER.test)
     )
-    # new_episode: a lost life ends the stored episode and 2-31 no-op frames follow (DeepMind's
-    # Lua code, the paper's); stop_bootstrap: it only stops bootstrapping (DQN Zoo); ignore: it
-    # is not a terminal at all (Dopamine).
+    # a lost life: new_episode ends the stored episode, 2-31 no-op frames follow (DeepMind's Lua
+    # code, the paper's); stop_bootstrap only stops bootstrapping (DQN Zoo); ignore (Dopamine)
     life_loss: str = setting("new_episode", one_of(("new_episode", "stop_bootstrap", "ignore")))
     log_period_steps: int = setting(10_000, POSITIVE_INTEGER)
     priority_histogram_period_steps: int = setting(250_000, POSITIVE_INTEGER)
@@ -87,19 +85,16 @@ class EvaluationSettings(Settings):
     section: ClassVar[str] = "evaluation"
 
     every_frames: int = setting(1_000_000, EVERY_FRAMES)
-    # per evaluation, no-op starts, episodes capped as in env
-    frames: int = setting(500_000, POSITIVE_INTEGER)
+    frames: int = setting(500_000, POSITIVE_INTEGER)  # per test: no-op starts, capped as in env
     epsilon: float = setting(0.01, FRACTION)
-    # test in another process as training goes on (same scores); false: inline
-    worker: bool = setting(True, BOOLEAN)
+    worker: bool = setting(True, BOOLEAN)  # test in another process (same scores); false: inline
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckpointSettings(Settings):
     section: ClassVar[str] = "checkpoint"
 
-    # plus one at the end and one on SIGTERM/SIGINT
-    every_steps: int = setting(250_000, POSITIVE_INTEGER)
+    every_steps: int = setting(250_000, POSITIVE_INTEGER)  # and at the end, on SIGTERM/SIGINT
     # each kept checkpoint has its own on-disk copy of the replay
     keep: int = setting(
         2,
@@ -109,8 +104,7 @@ class CheckpointSettings(Settings):
 
 @dataclass(frozen=True)
 class Run:
-    """A run's whole config, each section read by its schema (`launch.validation.run_settings`):
-    the settings the training loop and the components are built from."""
+    """A run's whole config, each section read by its schema (`launch.validation.run_settings`)."""
 
     seed: int
     resume: str | None

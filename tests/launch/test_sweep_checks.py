@@ -14,7 +14,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 
-from launch import sweep_checks, validation
+from launch import run_guard, sweep_checks
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
 TINY = [
@@ -82,7 +82,7 @@ def with_free_disk(monkeypatch, free: int) -> None:
 def needs(*overrides: str) -> tuple[int, int]:
     """One job's files: while it runs, and once it has finished."""
     with sweep_config(*overrides) as config:
-        return validation.run_disk_bytes(config), validation.run_disk_bytes(config, 1)
+        return run_guard.run_disk_bytes(config), run_guard.run_disk_bytes(config, 1)
 
 
 @pytest.mark.parametrize(
@@ -106,8 +106,8 @@ def test_the_disk_must_hold_every_job_together_as_they_run(
     err = refusal(capsys, *sweep)
     assert err == (
         f"error: the sweep's 3 unfinished jobs, {at_once} at a time, need "
-        f"{validation.size_text(together)} more on the disk of {tmp_path} (each finished job "
-        f"keeps a checkpoint and its snapshots) and it has {validation.size_text(together - 1)} "
+        f"{run_guard.size_text(together)} more on the disk of {tmp_path} (each finished job "
+        f"keeps a checkpoint and its snapshots) and it has {run_guard.size_text(together - 1)} "
         "free: lower checkpoint.keep or replay.capacity, run fewer jobs at a time "
         "(hydra.launcher.n_jobs), or give hydra.sweep.dir on a larger disk\n"
     )

@@ -152,11 +152,12 @@ def test_a_slot_holds_every_frame_of_its_transition():
 
 
 def test_only_the_frame_ring_keeps_a_copy_of_its_frames_on_a_device():
-    """Refused before any device is touched, in the line the up-front validation gives."""
-    from replay.registry import build_storage
+    """Refused by the replay's schema, before any storage is built or device touched."""
+    from replay.settings import ReplaySettings
+    from schema import typed
 
     with pytest.raises(ValueError) as error:
-        build_storage("lowest_priority", 10, H, (1, 1), device="cuda")
+        typed(ReplaySettings, {"eviction": "lowest_priority", "device": "cuda"})
     assert str(error.value) == (
         "replay.device=cuda is not allowed: must be cpu, or agent.device's CUDA device with "
         "replay.eviction=fifo"
