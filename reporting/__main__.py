@@ -39,9 +39,8 @@ def main(argv=None):
     )
     many = module in (sweep_report, export)
     parser.add_argument("directories", type=Path, nargs="+" if many else 1, help=directories)
-    out_help = "the results directory"
-    if default_out:
-        out_help = f"where the report goes (default: the first directory's {default_out}/)"
+    default = f"where the report goes (default: the first directory's {default_out}/)"
+    out_help = default if default_out else "the results directory"
     parser.add_argument("--out", type=output_directory, required=not default_out, help=out_help)
     args = parser.parse_args(argv[1:] if command else argv)
     for directory in [] if module is export else args.directories:

@@ -159,8 +159,7 @@ def collect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[Export
 
 
 def exported_config(target: Path) -> dict | None:
-    """The config exported at `target`; None without a run's (an empty config.yaml is what an
-    export stopped before exports were written whole left)."""
+    """The config exported at `target`, or None (none there, or an empty one: cut short)."""
     exported = RunDirectory(target)
     return exported.config if exported.config_file.is_file() and exported.kind else None
 
