@@ -16,9 +16,8 @@ from schema import (
     setting,
 )
 
-# Filled by `envs.registry` (their modules import this one), which env's readers import.
 ENVIRONMENTS: dict[str, Any] = {}
-KIND = one_of(ENVIRONMENTS)
+KIND = one_of(ENVIRONMENTS, "envs.registry")
 
 
 def game_of(kind: str) -> Rule:
@@ -27,8 +26,7 @@ def game_of(kind: str) -> Rule:
 
 @dataclass(frozen=True, kw_only=True)
 class AtariSettings(Settings):
-    """The paper's Atari preprocessing, for both Atari kinds (`envs.atari.make_env`,
-    `envs.lean_atari.make_lean_env`)."""
+    """The paper's Atari preprocessing, for both Atari kinds (`envs.registry`)."""
 
     section: ClassVar[str] = "env"
 
@@ -45,8 +43,7 @@ class AtariSettings(Settings):
 
 @dataclass(frozen=True, kw_only=True)
 class MinAtarSettings(Settings):
-    """MinAtar through the minatar package (`envs.minatar.make_minatar_env`): the package's
-    defaults, as its published agents ran."""
+    """MinAtar through the minatar package, with its defaults, as its published agents ran."""
 
     section: ClassVar[str] = "env"
 

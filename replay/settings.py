@@ -20,9 +20,8 @@ from schema import (
     setting,
 )
 
-# Filled by `replay.registry` (their modules import this one), which replay's readers import.
 SAMPLERS, STORAGES = {}, {}
-KIND = one_of(SAMPLERS)
+KIND = one_of(SAMPLERS, "replay.registry")
 CAPACITY = Rule(  # the bounds from the train and agent sections: `launch.validation`
     "at least train.batch_size and agent.history_length + 2, an integer", POSITIVE_INTEGER.test
 )
@@ -48,7 +47,7 @@ class ReplaySettings(Settings):
     # ε of the priorities p = signal + ε (uniform draws ignore them, forgetting by priority not)
     priority_epsilon: float = setting(0.01, POSITIVE_NUMBER)
     # fifo (the paper's) | lowest_priority
-    eviction: str = setting("fifo", one_of(STORAGES), "identity")
+    eviction: str = setting("fifo", one_of(STORAGES, "replay.registry"), "identity")
     device: str = setting("cpu", DEVICE)  # cuda: a copy of the frame ring on the learner's GPU
     # batch (the authors') | buffer; uniform weights are exactly 1 either way
     weight_normalization: str = setting("batch", one_of(WEIGHT_NORMALIZATIONS))

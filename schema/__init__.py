@@ -6,6 +6,7 @@ checks the keys and the types, the rules the values; a refusal is one line namin
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import re
 import typing
@@ -24,9 +25,8 @@ INTEGER_LIMIT = 2**63
 def shown(value: Any) -> str:
     """`value` as a message shows it: whole, unless longer than SHOWN_CHARACTERS."""
     text = str(value)
-    if len(text) <= SHOWN_CHARACTERS:
-        return text
-    return f"{text[:SHOWN_START]}... ({len(text)} characters)"
+    long = len(text) > SHOWN_CHARACTERS
+    return f"{text[:SHOWN_START]}... ({len(text)} characters)" if long else text
 
 
 def refusal(key: str, value: Any, allowed: str) -> ValueError:
@@ -38,9 +38,8 @@ def refusal(key: str, value: Any, allowed: str) -> ValueError:
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
-    """What a setting may be beyond its type: `test` says whether a value of the type is
-    allowed (or raises a one-line ValueError saying more), `allowed` completes "must be ..."
-    (`text`, or a function giving it from a registry filled later)."""
+    """What a setting may be beyond its type: `test` says whether a value is allowed (or raises
+    a one-line ValueError saying more); `allowed` (`text`, or a function) ends "must be ..."."""
 
     text: str | Callable[[], str]
     test: Callable[[Any], bool]
@@ -69,9 +68,15 @@ PATH = Rule("a path", lambda v: "\0" not in v)  # what the operating system can 
 DEVICE = Rule("auto, cpu, cuda or cuda:N", lambda v: re.fullmatch("auto|cpu|cuda(:[0-9]+)?", v))
 
 
-def one_of(names: Iterable[str]) -> Rule:
-    """One of `names`, looked up when checked: a registry may grow after this is made."""
-    return Rule(lambda: f"one of {', '.join(names)}", lambda v: isinstance(v, str) and v in names)
+def one_of(names: Iterable[str], filled_by: str = "") -> Rule:
+    """One of `names`, looked up when checked, after module `filled_by` has registered them."""
+
+    def known() -> Iterable[str]:
+        if filled_by:
+            importlib.import_module(filled_by)
+        return names
+
+    return Rule(lambda: f"one of {', '.join(known())}", lambda v: v in known())
 
 
 def setting(default: Any, rule: Rule, *marks: str) -> Any:

@@ -23,6 +23,7 @@ from schema import (
 )
 
 LARGEST = INTEGER_LIMIT - 1
+SEED = Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST)
 LEARNING_START = Rule(
     "an integer from train.batch_size to train.total_steps (a run with no update)",
     POSITIVE_INTEGER.test,
@@ -36,9 +37,7 @@ FINAL_EPSILON = Rule("in [0, train.epsilon_start] (ε falls to it)", FRACTION.te
 class RunSettings(Settings):
     """The top level's settings beside the sections."""
 
-    seed: int = setting(
-        0, Rule(f"an integer from 0 to {LARGEST}", lambda v: 0 <= v <= LARGEST), "hyperparameter"
-    )
+    seed: int = setting(0, SEED, "hyperparameter")
     # a run directory to continue from (one without a config.yaml: `launch.run_config`)
     resume: str | None = setting(None, Rule("null or a run directory", PATH.test))
     # torch CPU threads: auto (OMP_NUM_THREADS, else the cores, <= 8) or N, at most the cores
