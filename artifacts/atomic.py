@@ -44,9 +44,6 @@ def write_files_atomically(files: dict[Path, object]) -> None:
             try:
                 write_all(descriptor, files[path])
                 os.fsync(descriptor)
-            except OSError as error:
-                error.filename = error.filename or str(path)  # os.write names no file
-                raise
             finally:
                 os.close(descriptor)
         for path, temporary in temporaries.items():

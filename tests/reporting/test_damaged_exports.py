@@ -164,7 +164,7 @@ def test_an_export_that_fails_part_way_leaves_nothing_half_written(results, tmp_
 
 
 @pytest.mark.parametrize("command", [[], ["published"]])
-def test_a_report_onto_a_full_disk_is_one_line_naming_the_file_with_none_half_written(
+def test_a_report_onto_a_full_disk_is_one_line_naming_where_with_none_half_written(
     results, capsys, small_file_system, command
 ):
     disk = small_file_system(48 << 10)  # room for the markdown, not for every figure
@@ -172,7 +172,7 @@ def test_a_report_onto_a_full_disk_is_one_line_naming_the_file_with_none_half_wr
         main([*command, str(results.parents[2]), "--out", str(disk / "report")])
     assert exit_info.value.code == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and error.startswith(f"error: {disk / 'report'}/"), error
+    assert error.count("\n") == 1 and error.startswith(f"error: {disk / 'report'}"), error
     assert "No space left on device" in error and "make room" in error
     for written in (disk / "report").iterdir():  # each file whole: no temporary left
         assert not written.name.startswith("."), written
