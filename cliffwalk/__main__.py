@@ -21,6 +21,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import NoReturn
 
@@ -30,13 +31,14 @@ from artifacts.command_line import (
     available_memory_bytes,
     output_directory,
 )
+from cliffwalk.env import memory_size
 from cliffwalk.experiment import (
     PAPER,
     SIGNALS,
     Study,
-    grid_bytes,
+    paired_table,
+    parse_variant,
     read_results,
-    result_order,
     run_grid,
     write_results,
 )
@@ -127,36 +129,36 @@ def report(results, out: Path, study: Study = PAPER) -> str:
     summaries = summarize(results)
     sections = []
     for name, panel in study.panels.items():
-        plot_figure(
-            summaries,
-            panel.representation,
-            panel.strategies,
-            panel.title,
-            out / f"{name}.png",
-            study,
-        )
+        plot_figure(summaries, panel, out / f"{name}.png", study)
         table = markdown_table(
             summaries, panel.representation, panel.strategies, study.memory_column
         )
         sections.append(f"### {panel.title}\n\nmedian [min–max] {study.updates}\n\n{table}\n")
-    if study.paired:
-        sections.append(study.paired(results))
+    if study.comparisons:
+        sections.append(paired_table(results, study.paired_title, study.comparisons))
     text = "\n".join(sections)
     (out / f"{study.name}_summary.md").write_text(text)
     return text
 
 
-def refuse(message: str) -> NoReturn:
+def stop(message: str, status: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(status)
+
+
+# The most memory one run takes per transition of its memory, measured at n = 18 and 20
+# (peak resident memory 274-280 bytes: mostly the exhaustive fill's Python tuples), rounded up.
+RUN_BYTES_PER_TRANSITION = 300
 
 
 def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
-    """Refuse, before any work, a grid whose largest runs would not fit in memory."""
+    """Refuse, before any work, a grid whose largest runs would not fit in memory: its workers
+    each on a largest run."""
     runs = len(variants) * args.seeds * (args.max_n - args.min_n + 1)
-    needed, available = grid_bytes(args.max_n, args.jobs, runs), available_memory_bytes()
+    needed = min(args.jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(args.max_n)
+    available = available_memory_bytes()
     if needed > available:
-        refuse(
+        stop(
             f"--max-n {args.max_n} is not allowed here: {min(args.jobs, runs)} run(s) at "
             f"once of 2^{args.max_n + 1} - 2 transitions need about {needed / 1e9:.3g} GB and "
             f"this machine has {available / 1e9:.3g} GB available (lower --max-n or --jobs)"
@@ -165,28 +167,31 @@ def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
 
 def run(args: argparse.Namespace, study: Study, variants: Sequence[str], csv_path: Path):
     """The grid's results, written to `csv_path` (the runs finished, by a grid that fails)."""
-    start, finished = time.perf_counter(), []
+    start, finished, error = time.perf_counter(), [], None
     try:
-        results = run_grid(
+        run_grid(
             study,
             variants,
             range(args.min_n, args.max_n + 1),
             range(args.seeds),
             settings_from(args, study),
-            jobs=args.jobs,
-            finished=finished,
+            args.jobs,
+            finished,
         )
-    except (Exception, KeyboardInterrupt) as error:
-        kept = "no run had finished"
-        if finished:
-            args.out.mkdir(parents=True, exist_ok=True)
-            write_results(sorted(finished, key=result_order), csv_path, study.result)
-            kept = f"the {len(finished)} run(s) finished are in {csv_path}"
-        cause = "interrupted" if isinstance(error, KeyboardInterrupt) else f"failed ({error!r})"
-        print(f"error: the grid {cause}; {kept}", file=sys.stderr)
-        sys.exit(130 if isinstance(error, KeyboardInterrupt) else 1)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(results, csv_path, study.result)
+    except (Exception, KeyboardInterrupt) as caught:
+        error = caught
+    results = sorted(finished, key=attrgetter("representation", "strategy", "n", "seed"))
+    if results:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_results(results, csv_path, study.result)
+    if error is not None:
+        interrupted = isinstance(error, KeyboardInterrupt)
+        kept = f"the {len(results)} run(s) finished are in {csv_path}"
+        cause = "interrupted" if interrupted else f"failed ({error!r})"
+        stop(
+            f"the grid {cause}; {kept if results else 'no run had finished'}",
+            130 if interrupted else 1,
+        )
     print(f"{len(results)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return results
 
@@ -196,11 +201,11 @@ def main(argv=None) -> None:
     study = COMPARISONS[args.compare] if args.compare else PAPER
     variants = args.variants or study.variants
     for variant in variants:
-        study.parse(variant)  # fail before any output is written
+        parse_variant(variant, study.strategies)  # fail before any output is written
     csv_path = args.out / f"{study.name}.csv"
     if args.replot:
         if not csv_path.is_file():
-            refuse(f"--replot needs {csv_path}: there is no such file")
+            stop(f"--replot needs {csv_path}: there is no such file")
         results = read_results(csv_path, study.result)
     else:
         check_memory(args, variants)

@@ -49,25 +49,13 @@ def _mse(theta, has_bias, q_true):
 
 
 @njit(cache=True)
-def _replay_sequence(
-    theta,
-    has_bias,
-    pair,
-    next_state,
-    reward,
-    terminal,
-    gamma,
-    step_size,
-    q_true,
-    indices,
-    tolerance,
-):
-    """`QLearner.replay_sequence`'s loop: (updates, converged, largest |δ|, count of |δ| > 1)."""
+def _replay_sequence(update_arguments, q_true, indices, tolerance):
+    """`QLearner.replay_sequence`'s loop, on `_update`'s arguments but the index: (updates,
+    converged, largest |δ|, count of |δ| > 1)."""
+    theta, has_bias = update_arguments[0], update_arguments[1]
     largest, above_one = 0.0, 0
     for k in range(indices.shape[0]):
-        delta = _update(
-            theta, has_bias, pair, next_state, reward, terminal, gamma, step_size, indices[k]
-        )
+        delta = _update(*update_arguments, indices[k])
         largest = max(largest, abs(delta))
         if abs(delta) > 1.0:
             above_one += 1
@@ -81,13 +69,7 @@ class QLearner:
     actions 0 and 1; `max_abs_td_error` and `td_errors_above_one` cover every update so far,
     to tell whether the samplers' clip of |δ| to 1 ever mattered."""
 
-    def __init__(
-        self,
-        memory: Transitions,
-        *,
-        has_bias: bool,
-        rng: np.random.Generator,
-    ):
+    def __init__(self, memory: Transitions, *, has_bias: bool, rng: np.random.Generator):
         self.memory = memory
         self.has_bias = has_bias
         self.gamma = discount(memory.n)
@@ -101,8 +83,7 @@ class QLearner:
     def features(self) -> np.ndarray:
         """φ of every pair as rows (2n × len(theta))."""
         pairs = 2 * self.memory.n
-        features = np.zeros((pairs, self.theta.shape[0]))
-        features[np.arange(pairs), np.arange(pairs)] = 1.0
+        features = np.eye(pairs, self.theta.shape[0])
         if self.has_bias:
             features[np.arange(pairs), pairs + np.arange(pairs) % 2] = 1.0
         return features
@@ -134,7 +115,7 @@ class QLearner:
     def replay_sequence(self, indices: np.ndarray, tolerance: float = TOLERANCE) -> int | None:
         """Updates on `indices` until the MSE is below `tolerance`: how many, None if all."""
         made, converged, largest, above_one = _replay_sequence(
-            *self._update_arguments(),
+            self._update_arguments(),
             self.q_true,
             np.ascontiguousarray(indices, dtype=np.int64),
             tolerance,

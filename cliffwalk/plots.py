@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
-from cliffwalk.experiment import PAPER, RunResult, Study
-from cliffwalk.strategies import CAPPED, CONVERGED, STALLED
+from cliffwalk.experiment import Panel, RunResult, Study
+from cliffwalk.strategies import CAPPED, STALLED
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
         groups.setdefault((result.representation, result.strategy, result.n), []).append(result)
     summaries = []
     for (representation, strategy, n), runs in sorted(groups.items()):
-        updates = np.array([run.updates if run.status == CONVERGED else np.inf for run in runs])
+        updates = np.array([run.converged_updates for run in runs])
         summaries.append(
             Summary(
                 representation=representation,
@@ -80,56 +80,42 @@ STYLE = {
 LINE = {strategy: "--o" for strategy in STYLE if strategy.endswith("+lowest_priority")}
 
 
-def plot_figure(
-    summaries: Sequence[Summary],
-    representation: str,
-    strategies: Sequence[str],
-    title: str,
-    path: Path,
-    study: Study = PAPER,
-) -> None:
-    """One panel: ∞ medians and band edges are not drawn; a hollow marker flags a finite median
-    with some failed runs, the legend says how many."""
+def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: Study) -> None:
+    """One panel, from `summarize`'s summaries (sorted by n): ∞ medians and band edges are not
+    drawn; a hollow marker flags a finite median with some failed runs, the legend says how
+    many."""
     figure = Figure(figsize=(5.5, 4.2), dpi=110)
     axes = figure.subplots()
-    for strategy in strategies:
-        rows = sorted(
-            (s for s in summaries if (s.representation, s.strategy) == (representation, strategy)),
-            key=lambda s: s.n,
-        )
+    for strategy in panel.strategies:
+        rows = [
+            s
+            for s in summaries
+            if (s.representation, s.strategy) == (panel.representation, strategy)
+        ]
         if not rows:
             continue
-        colour, label = STYLE[strategy][0], _label(strategy, rows)
-        finite = [row for row in rows if math.isfinite(row.median)]
-        x = [row.transitions for row in finite]
+        x, median, low, high, failed = (
+            np.array([getattr(row, key) for row in rows])
+            for key in ("transitions", "median", "minimum", "maximum", "failed")
+        )
+        colour, finite, banded = STYLE[strategy][0], np.isfinite(median), np.isfinite(high)
         axes.plot(
-            x,
-            [row.median for row in finite],
+            x[finite],
+            median[finite],
             LINE.get(strategy, "-o"),
             color=colour,
-            label=label,
+            label=_label(strategy, rows),
             markersize=3.5,
             linewidth=1.6,
         )
-        banded = [row for row in finite if math.isfinite(row.maximum)]
         axes.fill_between(
-            [row.transitions for row in banded],
-            [r.minimum for r in banded],
-            [row.maximum for row in banded],
-            color=colour,
-            alpha=0.15,
-            linewidth=0,
+            x[banded], low[banded], high[banded], color=colour, alpha=0.15, linewidth=0
         )
-        partly = [row for row in finite if row.failed]
+        partly = finite & (failed > 0)
         axes.plot(
-            [row.transitions for row in partly],
-            [row.median for row in partly],
-            "o",
-            markerfacecolor="white",
-            color=colour,
-            markersize=7,
+            x[partly], median[partly], "o", markerfacecolor="white", color=colour, markersize=7
         )
-    _decorate(axes, summaries, title, study)
+    _decorate(axes, summaries, panel.title, study)
     figure.tight_layout()
     figure.savefig(path)
 

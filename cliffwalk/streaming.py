@@ -12,24 +12,15 @@ rewarded transition's arrival: the wait before it is the same for every variant 
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from functools import partial
 
 import numpy as np
 
 from cliffwalk.env import Transitions, episode_of, memory_size
-from cliffwalk.experiment import (
-    REPRESENTATIONS,
-    Panel,
-    RunResult,
-    Study,
-    paired_table,
-    parse_variant,
-)
+from cliffwalk.experiment import REPRESENTATIONS, Panel, RunResult, Study, parse_variant
 from cliffwalk.learners import QLearner
-from cliffwalk.progress import LearningProgress
 from cliffwalk.strategies import (
-    CAPPED,
     CONVERGED,
+    LearningProgress,
     ReplaySettings,
     SamplerChoice,
     replay_one_at_a_time,
@@ -99,7 +90,7 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
     progress = LearningProgress("td_error", learner, settings.replay.priority_epsilon)
     choice = SamplerChoice(sampler, replay_rng, progress)
     arrival = np.zeros(capacity, dtype=np.int64)
-    made, before_reward, status = 0, None, CAPPED
+    made, before_reward = 0, None
     start = time.perf_counter()
     stream = random_episodes(n, np.random.default_rng(stream_seed))
     for position, (state, action, next_state, reward, terminal) in enumerate(stream):
@@ -120,8 +111,7 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
         block = replace(settings.replay, max_updates=min(settings.replay_ratio, budget - made))
         outcome = replay_one_at_a_time(learner, choice, block)
         made += outcome.updates
-        if outcome.converged:
-            status = CONVERGED
+        if outcome.status == CONVERGED:
             break
     before_reward = made if before_reward is None else before_reward
     return StreamResult(
@@ -131,7 +121,7 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
         transitions=capacity,
         seed=seed,
         updates=made - before_reward,
-        status=status,
+        status=outcome.status,  # the last block's: converged, or capped by the budget
         final_mse=learner.mse(),
         max_abs_td_error=learner.max_abs_td_error,
         td_errors_above_one=learner.td_errors_above_one,
@@ -156,15 +146,12 @@ STREAMING = Study(
     memory="replay memory capacity (a fraction of 2^(n+1) − 2)",
     memory_column="capacity",
     updates="updates from the first reward until MSE < 10⁻³",
-    paired=partial(
-        paired_table,
-        title="Forgetting the lowest priority instead of the oldest",
-        comparisons={
-            f"{sampler}: A = forget oldest, B = forget lowest |δ|": (
-                f"{sampler}+fifo",
-                f"{sampler}+lowest_priority",
-            )
-            for sampler in SAMPLERS
-        },
-    ),
+    paired_title="Forgetting the lowest priority instead of the oldest",
+    comparisons={
+        f"{sampler}: A = forget oldest, B = forget lowest |δ|": (
+            f"{sampler}+fifo",
+            f"{sampler}+lowest_priority",
+        )
+        for sampler in SAMPLERS
+    },
 )

@@ -5,7 +5,7 @@ import pytest
 
 from cliffwalk.env import exhaustive_transitions
 from cliffwalk.learners import QLearner
-from cliffwalk.progress import LearningProgress
+from cliffwalk.strategies import LearningProgress
 
 EPSILON = 0.01
 
