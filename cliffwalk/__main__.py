@@ -18,6 +18,7 @@ proportional sampling (streaming.csv, streaming_summary.md, streaming_{tabular,l
 """
 
 import argparse
+import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
@@ -30,21 +31,22 @@ from artifacts.command_line import (
     at_least,
     available_memory_bytes,
     output_directory,
+    say,
 )
-from cliffwalk.env import memory_size
 from cliffwalk.experiment import (
     PAPER,
     SIGNALS,
+    RunResult,
     Study,
     paired_table,
     parse_variant,
     read_results,
-    run_grid,
     write_results,
 )
+from cliffwalk.learners import memory_size
 from cliffwalk.plots import markdown_table, plot_figure, summarize
 from cliffwalk.strategies import ReplaySettings
-from cliffwalk.streaming import STREAMING, StreamSettings
+from cliffwalk.streaming import STREAMING
 
 COMPARISONS = {study.name: study for study in (SIGNALS, STREAMING)}
 
@@ -111,17 +113,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def settings_from(args: argparse.Namespace, study: Study) -> ReplaySettings | StreamSettings:
-    settings = ReplaySettings(
+def settings_from(args: argparse.Namespace) -> ReplaySettings:
+    return ReplaySettings(
         max_updates=int(args.max_updates),
         proportional_exponent=args.proportional_exponent,
         rank_exponent=args.rank_exponent,
         priority_epsilon=args.priority_epsilon,
         rank_segments=args.rank_segments,
+        memory_fraction=args.memory_fraction,
+        replay_ratio=args.replay_ratio,
     )
-    if study is STREAMING:
-        return StreamSettings(settings, args.memory_fraction, args.replay_ratio)
-    return settings
 
 
 def report(results, out: Path, study: Study = PAPER) -> str:
@@ -142,7 +143,7 @@ def report(results, out: Path, study: Study = PAPER) -> str:
 
 
 def stop(message: str, status: int = 2) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
+    say(f"error: {message}")
     sys.exit(status)
 
 
@@ -165,19 +166,29 @@ def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
         )
 
 
+def _run_task(task) -> RunResult:
+    run, *arguments = task
+    return run(*arguments)
+
+
 def run(args: argparse.Namespace, study: Study, variants: Sequence[str], csv_path: Path):
-    """The grid's results, written to `csv_path` (the runs finished, by a grid that fails)."""
-    start, finished, error = time.perf_counter(), [], None
+    """Every (variant, n, seed) run of `study`, largest memories first so the slowest start
+    early, written to `csv_path`; by a grid that fails part-way, the runs it finished."""
+    settings, start, finished, error = settings_from(args), time.perf_counter(), [], None
+    tasks = [
+        (study.run, variant, n, seed, settings)
+        for n in range(args.max_n, args.min_n - 1, -1)
+        for variant in variants
+        for seed in range(args.seeds)
+    ]
     try:
-        run_grid(
-            study,
-            variants,
-            range(args.min_n, args.max_n + 1),
-            range(args.seeds),
-            settings_from(args, study),
-            args.jobs,
-            finished,
-        )
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            for r in pool.imap_unordered(_run_task, tasks):
+                finished.append(r)
+                say(
+                    f"[{len(finished)}/{len(tasks)}] {r.representation}/{r.strategy} n={r.n} "
+                    f"seed={r.seed}: {r.updates} updates, {r.status}, {r.seconds:.2f}s"
+                )
     except (Exception, KeyboardInterrupt) as caught:
         error = caught
     results = sorted(finished, key=attrgetter("representation", "strategy", "n", "seed"))
@@ -192,7 +203,7 @@ def run(args: argparse.Namespace, study: Study, variants: Sequence[str], csv_pat
             f"the grid {cause}; {kept if results else 'no run had finished'}",
             130 if interrupted else 1,
         )
-    print(f"{len(results)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    say(f"{len(results)} runs in {time.perf_counter() - start:.1f} s")
     return results
 
 
@@ -212,7 +223,7 @@ def main(argv=None) -> None:
         results = run(args, study, variants, csv_path)
     print(report(results, args.out, study))
     figures = ", ".join(f"{name}.png" for name in study.panels)
-    print(f"wrote {csv_path}, {figures}, {study.name}_summary.md in {args.out}", file=sys.stderr)
+    say(f"wrote {csv_path}, {figures}, {study.name}_summary.md in {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,19 @@
-"""Runs a Blind Cliffwalk grid (variants × n × seeds) in parallel. A variant is a representation
-and a replay strategy; for one seed and n every variant sees the same memory order and initial θ
-(both from SeedSequence([seed, n])), so variants differ only by how they replay. A `Study` is
-one comparison: the paper's figures (`PAPER`), the learning-progress signals (`SIGNALS`), or the
-streaming memory (`cliffwalk.streaming`).
+"""Blind Cliffwalk runs, one per variant, n and seed. A variant is a representation and a replay
+strategy; for one seed and n every variant sees the same memory order and initial θ (both from
+SeedSequence([seed, n])), so variants differ only by how they replay. A `Study` is one
+comparison, a grid of runs: the paper's figures (`PAPER`), the learning-progress signals
+(`SIGNALS`), or the streaming memory (`cliffwalk.streaming`).
 """
 
 import csv
-import multiprocessing
-import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from cliffwalk.env import exhaustive_transitions
-from cliffwalk.learners import QLearner
+from cliffwalk.learners import QLearner, exhaustive_transitions
 from cliffwalk.strategies import (
     CONVERGED,
     SIGNAL_STRATEGIES,
@@ -102,9 +99,9 @@ class Study:
     `comparisons`, if any, of runs that share a seed are the summary's `paired_table`."""
 
     name: str
-    run: Callable[[str, int, int, object], RunResult]
-    strategies: Collection[str]
     panels: dict[str, Panel]
+    run: Callable[[str, int, int, ReplaySettings], RunResult] = run_one
+    strategies: Collection[str] = tuple(STRATEGIES)
     result: type = RunResult
     memory: str = "transitions in replay memory, 2^(n+1) − 2"
     memory_column: str = "transitions"
@@ -116,40 +113,6 @@ class Study:
     def variants(self) -> tuple[str, ...]:
         panels = self.panels.values()
         return tuple(dict.fromkeys(f"{p.representation}/{s}" for p in panels for s in p.strategies))
-
-
-def _run_task(task) -> RunResult:
-    run, *arguments = task
-    return run(*arguments)
-
-
-def run_grid(
-    study: Study,
-    variants: Sequence[str],
-    ns: Iterable[int],
-    seeds: Iterable[int],
-    settings,
-    jobs: int,
-    finished: list[RunResult],
-) -> None:
-    """Every (variant, n, seed) run of `study`, largest memories first so the slowest start
-    early; each result is appended to `finished` as it comes, for a grid that fails part-way."""
-    tasks = [
-        (study.run, v, n, s, settings)
-        for n in sorted(ns, reverse=True)
-        for v in variants
-        for s in seeds
-    ]
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        for result in pool.imap_unordered(_run_task, tasks):
-            finished.append(result)
-            print(
-                f"[{len(finished)}/{len(tasks)}] {result.representation}/{result.strategy} "
-                f"n={result.n} seed={result.seed}: {result.updates} updates, {result.status}, "
-                f"{result.seconds:.2f}s",
-                file=sys.stderr,
-                flush=True,
-            )
 
 
 def write_results(results: Sequence[RunResult], path, kind: type = RunResult) -> None:
@@ -204,8 +167,6 @@ def paired_table(
 # Figure 2 right (linear function approximation, the stochastic variants).
 PAPER = Study(
     name="cliffwalk",
-    run=run_one,
-    strategies=STRATEGIES,
     panels={
         "figure1": Panel(
             "tabular",
@@ -220,13 +181,11 @@ PAPER = Study(
     },
 )
 
-SIGNAL_LABELS = {"td_error": "|δ|", "td_error_change": "Δ|δ|", "parameter_change": "‖Δθ‖"}
+OTHER_SIGNAL_LABELS = {"td_error_change": "Δ|δ|", "parameter_change": "‖Δθ‖"}
 # The learning-progress signals of Appendix A (and the method's patent), one panel per
 # representation and sampler, each against uniform replay and the oracle.
 SIGNALS = Study(
     name="signals",
-    run=run_one,
-    strategies=STRATEGIES,
     panels={
         f"signals_{representation}_{sampler}": Panel(
             representation,
@@ -238,11 +197,8 @@ SIGNALS = Study(
     },
     paired_title="Each other signal against |δ|",
     comparisons={
-        f"{sampler.replace('_', '-')}: A = {SIGNAL_LABELS[strategy.partition(':')[2]]}, B = |δ|": (
-            strategy,
-            sampler,
-        )
-        for sampler, strategies in SIGNAL_STRATEGIES.items()
-        for strategy in strategies[1:]
+        f"{sampler.replace('_', '-')}: A = {label}, B = |δ|": (f"{sampler}:{signal}", sampler)
+        for sampler in SIGNAL_STRATEGIES
+        for signal, label in OTHER_SIGNAL_LABELS.items()
     },
 )

@@ -120,14 +120,19 @@ def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: S
     figure.savefig(path)
 
 
+def _label(strategy: str, rows: Sequence[Summary]) -> str:
+    total, stalled, capped = (sum(getattr(row, key) for row in rows) for key in FAILURE_COUNTS)
+    note = _failed(total, (stalled, "runs stalled"), (capped, "runs hit the cap"))
+    return STYLE[strategy][1] + note
+
+
 FAILURE_COUNTS = ("runs", "stalled", "capped")
 
 
-def _label(strategy: str, rows: Sequence[Summary]) -> str:
-    total, stalled, capped = (sum(getattr(row, key) for row in rows) for key in FAILURE_COUNTS)
-    endings = ((stalled, "stalled"), (capped, "hit the cap"))
-    failed = ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
-    return STYLE[strategy][1] + (f" ({failed})" if failed else "")
+def _failed(runs: int, *counts: tuple[int, str]) -> str:
+    """The counts that are not 0, each out of `runs`, in brackets after a space ("" if none)."""
+    failed = ", ".join(f"{count}/{runs} {what}" for count, what in counts if count)
+    return f" ({failed})" if failed else ""
 
 
 def _decorate(axes, summaries: Sequence[Summary], title: str, study: Study) -> None:
@@ -166,15 +171,9 @@ def markdown_table(
 def _cell(summary: Summary | None) -> str:
     if summary is None:
         return "–"
-    failures = [
-        f"{count}/{summary.runs} {what}"
-        for count, what in ((summary.capped, "capped"), (summary.stalled, "stalled"))
-        if count
-    ]
-    note = f" ({', '.join(failures)})" if failures else ""
-    return (
-        f"{_number(summary.median)} [{_number(summary.minimum)}–{_number(summary.maximum)}]{note}"
-    )
+    note = _failed(summary.runs, (summary.capped, "capped"), (summary.stalled, "stalled"))
+    low, high = _number(summary.minimum), _number(summary.maximum)
+    return f"{_number(summary.median)} [{low}–{high}]{note}"
 
 
 def _number(value: float) -> str:

@@ -22,8 +22,9 @@ from replay.sampler import UniformSampler
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """Budget and prioritization settings shared by every run of an experiment. The paper
-    states no α for the Cliffwalk: the defaults are its Atari values (Table 3)."""
+    """Budget, prioritization and streaming memory settings shared by every run of an
+    experiment. The paper states no α for the Cliffwalk: the defaults are its Atari values
+    (Table 3)."""
 
     max_updates: int = 10_000_000
     tolerance: float = TOLERANCE
@@ -31,6 +32,10 @@ class ReplaySettings:
     rank_exponent: float = 0.7
     priority_epsilon: float = 0.01
     rank_segments: int = 32  # k of the rank-based sampler (`SamplerChoice`)
+    # A streaming memory's (`cliffwalk.streaming`): its capacity as a fraction of 2^(n+1) − 2
+    # (at least 1), and the updates per arriving transition (8: DQN's average, Section 4).
+    memory_fraction: float = 0.25
+    replay_ratio: int = 8
 
 
 CONVERGED, CAPPED, STALLED = "converged", "capped", "stalled"
