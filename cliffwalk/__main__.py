@@ -22,6 +22,7 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import fields
 from operator import attrgetter
 from pathlib import Path
 from typing import NoReturn
@@ -114,15 +115,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def settings_from(args: argparse.Namespace) -> ReplaySettings:
-    return ReplaySettings(
-        max_updates=int(args.max_updates),
-        proportional_exponent=args.proportional_exponent,
-        rank_exponent=args.rank_exponent,
-        priority_epsilon=args.priority_epsilon,
-        rank_segments=args.rank_segments,
-        memory_fraction=args.memory_fraction,
-        replay_ratio=args.replay_ratio,
-    )
+    """Every setting an option of the same name gives (all but the tolerance)."""
+    given = {f.name: getattr(args, f.name) for f in fields(ReplaySettings) if f.name in args}
+    return ReplaySettings(**given | {"max_updates": int(args.max_updates)})
 
 
 def report(results, out: Path, study: Study = PAPER) -> str:
@@ -153,8 +148,7 @@ RUN_BYTES_PER_TRANSITION = 300
 
 
 def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
-    """Refuse, before any work, a grid whose largest runs would not fit in memory: its workers
-    each on a largest run."""
+    """Refuse, before any work, a grid whose workers, each on a largest run, would not fit."""
     runs = len(variants) * args.seeds * (args.max_n - args.min_n + 1)
     needed = min(args.jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(args.max_n)
     available = available_memory_bytes()

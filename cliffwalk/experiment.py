@@ -42,8 +42,7 @@ class RunResult:
 
     @property
     def converged_updates(self) -> float:
-        """`updates`, or +∞ for a run that did not converge: no statistic over runs pretends a
-        failed run was fast."""
+        """`updates`, or +∞ if the run did not converge: no statistic pretends it was fast."""
         return self.updates if self.status == CONVERGED else np.inf
 
 
@@ -139,13 +138,12 @@ def paired_table(
     updates: dict[tuple[str, str, int], dict[int, float]] = defaultdict(dict)
     for r in results:
         updates[r.representation, r.strategy, r.n][r.seed] = r.converged_updates
+    labels = " | ".join(label.replace("|", "\\|") for label in comparisons)
     lines = [
         f"### {title}, seed by seed\n",
         "seeds where B needed fewer updates than A / seeds (and where as many); median over "
         "seeds of updates(A) / updates(B)\n",
-        "| representation | n | "
-        + " | ".join(label.replace("|", "\\|") for label in comparisons)
-        + " |",
+        f"| representation | n | {labels} |",
         "|---|---|" + "---|" * len(comparisons),
     ]
     for representation in REPRESENTATIONS:

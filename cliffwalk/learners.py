@@ -127,14 +127,13 @@ def _mse(theta, has_bias, q_true):
 def _replay_sequence(update_arguments, q_true, indices, tolerance):
     """`QLearner.replay_sequence`'s loop, on `_update`'s arguments but the index: (updates,
     converged, largest |δ|, count of |δ| > 1)."""
-    theta, has_bias = update_arguments[0], update_arguments[1]
     largest, above_one = 0.0, 0
     for k in range(indices.shape[0]):
         delta = _update(*update_arguments, indices[k])
         largest = max(largest, abs(delta))
         if abs(delta) > 1.0:
             above_one += 1
-        if _mse(theta, has_bias, q_true) < tolerance:
+        if _mse(*update_arguments[:2], q_true) < tolerance:  # θ and has_bias
             return k + 1, True, largest, above_one
     return indices.shape[0], False, largest, above_one
 

@@ -16,8 +16,7 @@ from cliffwalk.strategies import CAPPED, STALLED
 
 @dataclass(frozen=True)
 class Summary:
-    """Median and min–max updates over the seeds of one variant at one n. A run that did not
-    converge counts as +∞ updates, so no statistic pretends a failed run was fast."""
+    """Median and min–max `converged_updates` over the seeds of one variant at one n."""
 
     representation: str
     strategy: str
@@ -29,10 +28,6 @@ class Summary:
     median: float
     minimum: float
     maximum: float
-
-    @property
-    def failed(self) -> int:
-        return self.capped + self.stalled
 
 
 def summarize(results: Sequence[RunResult]) -> list[Summary]:
@@ -77,7 +72,6 @@ STYLE = {
     "proportional+fifo": ("blue", "proportional, forget oldest"),
     "proportional+lowest_priority": ("blue", "proportional, forget lowest |δ|"),
 }
-LINE = {strategy: "--o" for strategy in STYLE if strategy.endswith("+lowest_priority")}
 
 
 def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: Study) -> None:
@@ -86,23 +80,20 @@ def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: S
     many."""
     figure = Figure(figsize=(5.5, 4.2), dpi=110)
     axes = figure.subplots()
+    drawn = [s for s in summaries if s.representation == panel.representation]
     for strategy in panel.strategies:
-        rows = [
-            s
-            for s in summaries
-            if (s.representation, s.strategy) == (panel.representation, strategy)
-        ]
+        rows = [s for s in drawn if s.strategy == strategy]
         if not rows:
             continue
-        x, median, low, high, failed = (
+        x, median, low, high, capped, stalled = (
             np.array([getattr(row, key) for row in rows])
-            for key in ("transitions", "median", "minimum", "maximum", "failed")
+            for key in ("transitions", "median", "minimum", "maximum", "capped", "stalled")
         )
         colour, finite, banded = STYLE[strategy][0], np.isfinite(median), np.isfinite(high)
         axes.plot(
             x[finite],
             median[finite],
-            LINE.get(strategy, "-o"),
+            "--o" if strategy.endswith("+lowest_priority") else "-o",
             color=colour,
             label=_label(strategy, rows),
             markersize=3.5,
@@ -111,7 +102,7 @@ def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: S
         axes.fill_between(
             x[banded], low[banded], high[banded], color=colour, alpha=0.15, linewidth=0
         )
-        partly = finite & (failed > 0)
+        partly = finite & (capped + stalled > 0)
         axes.plot(
             x[partly], median[partly], "o", markerfacecolor="white", color=colour, markersize=7
         )
@@ -121,12 +112,9 @@ def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: S
 
 
 def _label(strategy: str, rows: Sequence[Summary]) -> str:
-    total, stalled, capped = (sum(getattr(row, key) for row in rows) for key in FAILURE_COUNTS)
+    total, stalled, capped = np.sum([[row.runs, row.stalled, row.capped] for row in rows], axis=0)
     note = _failed(total, (stalled, "runs stalled"), (capped, "runs hit the cap"))
     return STYLE[strategy][1] + note
-
-
-FAILURE_COUNTS = ("runs", "stalled", "capped")
 
 
 def _failed(runs: int, *counts: tuple[int, str]) -> str:
@@ -137,9 +125,7 @@ def _failed(runs: int, *counts: tuple[int, str]) -> str:
 
 def _decorate(axes, summaries: Sequence[Summary], title: str, study: Study) -> None:
     axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
-    axes.set_xlabel(study.memory)
-    axes.set_ylabel(study.updates)
+    axes.set(yscale="log", xlabel=study.memory, ylabel=study.updates)
     axes.set_title(title, fontsize=10)
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
@@ -157,12 +143,11 @@ def markdown_table(
 ) -> str:
     """Median [min–max] updates per n (rows) and strategy (columns)."""
     rows = [s for s in summaries if s.representation == representation]
-    memories = dict(sorted({s.n: s.transitions for s in rows}.items()))
     by_key = {(s.strategy, s.n): s for s in rows}
     labels = (STYLE[s][1].replace("|", "\\|") for s in strategies)  # |δ| in a table cell
     header = f"| n | {memory} | " + " | ".join(labels) + " |"
     lines = [header, "|" + "---|" * (2 + len(strategies))]
-    for n, transitions in memories.items():
+    for n, transitions in sorted({(s.n, s.transitions) for s in rows}):
         cells = [_cell(by_key.get((strategy, n))) for strategy in strategies]
         lines.append(f"| {n} | {transitions} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

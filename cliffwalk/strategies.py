@@ -122,12 +122,10 @@ class LearningProgress:
     about η‖φ‖.
     """
 
-    def __init__(
-        self, signal: str, learner: QLearner, priority_epsilon: float, td_error_clip: float = 1.0
-    ):
+    def __init__(self, signal: str, learner: QLearner, priority_epsilon: float):
         self._signal = signal_named(signal)  # also rejects an unknown signal
         self._learner = learner
-        self._priority_epsilon, self._td_error_clip = priority_epsilon, td_error_clip
+        self._priority_epsilon = priority_epsilon
         size = len(learner.memory)
         self.max_priority = 1.0
         self.priorities = np.full(size, self.max_priority)
@@ -136,12 +134,11 @@ class LearningProgress:
     def observe(self, index: int, td_error: float) -> float:
         """The new raw priority of slot `index`, replayed with δ `td_error` (before its update)."""
         indices, td_errors = np.array([index]), np.array([td_error])
-        norms = None
-        if self._signal.reads_parameter_change_norms:
-            norms = self._learner.parameter_change_norms(indices, td_errors)
+        reads_norms = self._signal.reads_parameter_change_norms
+        norms = self._learner.parameter_change_norms(indices, td_errors) if reads_norms else None
         inputs = SignalInputs(td_errors, self._previous[indices], norms)
-        priorities = self._signal.priorities(inputs, self._priority_epsilon, self._td_error_clip)
-        priority = float(priorities[0])
+        clip = 1.0  # of |δ|, the agent's default td_error_clip
+        priority = float(self._signal.priorities(inputs, self._priority_epsilon, clip)[0])
         self._previous[index] = td_error
         self.priorities[index] = priority
         self.max_priority = max(self.max_priority, priority)

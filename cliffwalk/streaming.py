@@ -138,9 +138,8 @@ STREAMING = Study(
     updates="updates from the first reward until MSE < 10⁻³",
     paired_title="Forgetting the lowest priority instead of the oldest",
     comparisons={
-        f"{sampler}: A = forget oldest, B = forget lowest |δ|": (
-            f"{sampler}+fifo",
-            f"{sampler}+lowest_priority",
+        f"{sampler}: A = forget oldest, B = forget lowest |δ|": tuple(
+            f"{sampler}+{eviction}" for eviction in EVICTIONS
         )
         for sampler in SAMPLERS
     },
