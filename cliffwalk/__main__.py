@@ -18,9 +18,12 @@ proportional sampling (streaming.csv, streaming_summary.md, streaming_{tabular,l
 """
 
 import argparse
+import multiprocessing
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import fields
+from operator import attrgetter
 from pathlib import Path
 from typing import NoReturn
 
@@ -29,20 +32,22 @@ from artifacts.command_line import (
     at_least,
     available_memory_bytes,
     output_directory,
+    say,
 )
 from cliffwalk.experiment import (
     PAPER,
     SIGNALS,
+    RunResult,
     Study,
-    grid_bytes,
+    paired_table,
+    parse_variant,
     read_results,
-    result_order,
-    run_grid,
     write_results,
 )
+from cliffwalk.learners import memory_size
 from cliffwalk.plots import markdown_table, plot_figure, summarize
 from cliffwalk.strategies import ReplaySettings
-from cliffwalk.streaming import STREAMING, StreamSettings
+from cliffwalk.streaming import STREAMING
 
 COMPARISONS = {study.name: study for study in (SIGNALS, STREAMING)}
 
@@ -109,17 +114,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def settings_from(args: argparse.Namespace, study: Study) -> ReplaySettings | StreamSettings:
-    settings = ReplaySettings(
-        max_updates=int(args.max_updates),
-        proportional_exponent=args.proportional_exponent,
-        rank_exponent=args.rank_exponent,
-        priority_epsilon=args.priority_epsilon,
-        rank_segments=args.rank_segments,
-    )
-    if study is STREAMING:
-        return StreamSettings(settings, args.memory_fraction, args.replay_ratio)
-    return settings
+def settings_from(args: argparse.Namespace) -> ReplaySettings:
+    """Every setting an option of the same name gives (all but the tolerance)."""
+    given = {f.name: getattr(args, f.name) for f in fields(ReplaySettings) if f.name in args}
+    return ReplaySettings(**given | {"max_updates": int(args.max_updates)})
 
 
 def report(results, out: Path, study: Study = PAPER) -> str:
@@ -127,67 +125,79 @@ def report(results, out: Path, study: Study = PAPER) -> str:
     summaries = summarize(results)
     sections = []
     for name, panel in study.panels.items():
-        plot_figure(
-            summaries,
-            panel.representation,
-            panel.strategies,
-            panel.title,
-            out / f"{name}.png",
-            study,
-        )
+        plot_figure(summaries, panel, out / f"{name}.png", study)
         table = markdown_table(
             summaries, panel.representation, panel.strategies, study.memory_column
         )
         sections.append(f"### {panel.title}\n\nmedian [min–max] {study.updates}\n\n{table}\n")
-    if study.paired:
-        sections.append(study.paired(results))
+    if study.comparisons:
+        sections.append(paired_table(results, study.paired_title, study.comparisons))
     text = "\n".join(sections)
     (out / f"{study.name}_summary.md").write_text(text)
     return text
 
 
-def refuse(message: str) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+def stop(message: str, status: int = 2) -> NoReturn:
+    say(f"error: {message}")
+    sys.exit(status)
+
+
+# The most memory one run takes per transition of its memory, measured at n = 18 and 20
+# (peak resident memory 274-280 bytes: mostly the exhaustive fill's Python tuples), rounded up.
+RUN_BYTES_PER_TRANSITION = 300
 
 
 def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
-    """Refuse, before any work, a grid whose largest runs would not fit in memory."""
+    """Refuse, before any work, a grid whose workers, each on a largest run, would not fit."""
     runs = len(variants) * args.seeds * (args.max_n - args.min_n + 1)
-    needed, available = grid_bytes(args.max_n, args.jobs, runs), available_memory_bytes()
+    needed = min(args.jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(args.max_n)
+    available = available_memory_bytes()
     if needed > available:
-        refuse(
+        stop(
             f"--max-n {args.max_n} is not allowed here: {min(args.jobs, runs)} run(s) at "
             f"once of 2^{args.max_n + 1} - 2 transitions need about {needed / 1e9:.3g} GB and "
             f"this machine has {available / 1e9:.3g} GB available (lower --max-n or --jobs)"
         )
 
 
+def _run_task(task) -> RunResult:
+    run, *arguments = task
+    return run(*arguments)
+
+
 def run(args: argparse.Namespace, study: Study, variants: Sequence[str], csv_path: Path):
-    """The grid's results, written to `csv_path` (the runs finished, by a grid that fails)."""
-    start, finished = time.perf_counter(), []
+    """Every (variant, n, seed) run of `study`, largest memories first so the slowest start
+    early, written to `csv_path`; by a grid that fails part-way, the runs it finished."""
+    settings, start, finished, error = settings_from(args), time.perf_counter(), [], None
+    tasks = [
+        (study.run, variant, n, seed, settings)
+        for n in range(args.max_n, args.min_n - 1, -1)
+        for variant in variants
+        for seed in range(args.seeds)
+    ]
     try:
-        results = run_grid(
-            study,
-            variants,
-            range(args.min_n, args.max_n + 1),
-            range(args.seeds),
-            settings_from(args, study),
-            jobs=args.jobs,
-            finished=finished,
+        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
+            for r in pool.imap_unordered(_run_task, tasks):
+                finished.append(r)
+                say(
+                    f"[{len(finished)}/{len(tasks)}] {r.representation}/{r.strategy} n={r.n} "
+                    f"seed={r.seed}: {r.updates} updates, {r.status}, {r.seconds:.2f}s"
+                )
+    except (Exception, KeyboardInterrupt) as caught:
+        error = caught
+    results = sorted(finished, key=attrgetter("representation", "strategy", "n", "seed"))
+    if results:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_results(results, csv_path, study.result)
+    if error is not None:
+        interrupted = isinstance(error, KeyboardInterrupt)
+        kept = f"the {len(results)} run(s) finished are in {csv_path}"
+        cause = "interrupted" if interrupted else f"failed ({error!r})"
+        stop(
+            f"the grid {cause}; {kept if results else 'no run had finished'}",
+            130 if interrupted else 1,
         )
-    except (Exception, KeyboardInterrupt) as error:
-        kept = "no run had finished"
-        if finished:
-            args.out.mkdir(parents=True, exist_ok=True)
-            write_results(sorted(finished, key=result_order), csv_path, study.result)
-            kept = f"the {len(finished)} run(s) finished are in {csv_path}"
-        cause = "interrupted" if isinstance(error, KeyboardInterrupt) else f"failed ({error!r})"
-        print(f"error: the grid {cause}; {kept}", file=sys.stderr)
-        sys.exit(130 if isinstance(error, KeyboardInterrupt) else 1)
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_results(results, csv_path, study.result)
-    print(f"{len(results)} runs in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    say(f"{len(results)} runs in {time.perf_counter() - start:.1f} s")
     return results
 
 
@@ -196,18 +206,18 @@ def main(argv=None) -> None:
     study = COMPARISONS[args.compare] if args.compare else PAPER
     variants = args.variants or study.variants
     for variant in variants:
-        study.parse(variant)  # fail before any output is written
+        parse_variant(variant, study.strategies)  # fail before any output is written
     csv_path = args.out / f"{study.name}.csv"
     if args.replot:
         if not csv_path.is_file():
-            refuse(f"--replot needs {csv_path}: there is no such file")
+            stop(f"--replot needs {csv_path}: there is no such file")
         results = read_results(csv_path, study.result)
     else:
         check_memory(args, variants)
         results = run(args, study, variants, csv_path)
     print(report(results, args.out, study))
     figures = ", ".join(f"{name}.png" for name in study.panels)
-    print(f"wrote {csv_path}, {figures}, {study.name}_summary.md in {args.out}", file=sys.stderr)
+    say(f"wrote {csv_path}, {figures}, {study.name}_summary.md in {args.out}")
 
 
 if __name__ == "__main__":

@@ -1,22 +1,19 @@
-"""Runs a Blind Cliffwalk grid (variants × n × seeds) in parallel. A variant is a representation
-and a replay strategy; for one seed and n every variant sees the same memory order and initial θ
-(both from SeedSequence([seed, n])), so variants differ only by how they replay. A `Study` is
-one comparison: the paper's figures (`PAPER`), the learning-progress signals (`SIGNALS`), or the
-streaming memory (`cliffwalk.streaming`).
+"""Blind Cliffwalk runs, one per variant, n and seed. A variant is a representation and a replay
+strategy; for one seed and n every variant sees the same memory order and initial θ (both from
+SeedSequence([seed, n])), so variants differ only by how they replay. A `Study` is one
+comparison, a grid of runs: the paper's figures (`PAPER`), the learning-progress signals
+(`SIGNALS`), or the streaming memory (`cliffwalk.streaming`).
 """
 
 import csv
-import multiprocessing
-import sys
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
-from functools import partial
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
-from cliffwalk.env import exhaustive_transitions, memory_size
-from cliffwalk.learners import QLearner
+from cliffwalk.learners import QLearner, exhaustive_transitions
 from cliffwalk.strategies import (
     CONVERGED,
     SIGNAL_STRATEGIES,
@@ -42,6 +39,11 @@ class RunResult:
     max_abs_td_error: float  # the samplers clip |δ| to 1: how far above 1 did it ever go?
     td_errors_above_one: int
     seconds: float
+
+    @property
+    def converged_updates(self) -> float:
+        """`updates`, or +∞ if the run did not converge: no statistic pretends it was fast."""
+        return self.updates if self.status == CONVERGED else np.inf
 
 
 def parse_variant(variant: str, strategies: Collection[str] = STRATEGIES) -> tuple[str, str]:
@@ -93,84 +95,23 @@ class Panel:
 class Study:
     """One comparison of `python -m cliffwalk`: `{name}.csv`, `{name}_summary.md` and a figure
     per panel. `memory` and `updates` name the axes, `memory_column` the table's memory size;
-    `paired`, if any, compares runs that share a seed, for the summary."""
+    `comparisons`, if any, of runs that share a seed are the summary's `paired_table`."""
 
     name: str
-    run: Callable[[str, int, int, object], RunResult]
-    strategies: Collection[str]
     panels: dict[str, Panel]
+    run: Callable[[str, int, int, ReplaySettings], RunResult] = run_one
+    strategies: Collection[str] = tuple(STRATEGIES)
     result: type = RunResult
     memory: str = "transitions in replay memory, 2^(n+1) − 2"
     memory_column: str = "transitions"
     updates: str = "updates until MSE < 10⁻³"
-    paired: Callable[[Sequence[RunResult]], str] | None = None
+    paired_title: str = ""
+    comparisons: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def variants(self) -> tuple[str, ...]:
-        return tuple(
-            dict.fromkeys(
-                f"{panel.representation}/{strategy}"
-                for panel in self.panels.values()
-                for strategy in panel.strategies
-            )
-        )
-
-    def parse(self, variant: str) -> tuple[str, str]:
-        return parse_variant(variant, self.strategies)
-
-
-def _run_task(task) -> RunResult:
-    run, *arguments = task
-    return run(*arguments)
-
-
-# The most memory one run takes per transition of its memory, measured at n = 18 and 20
-# (peak resident memory 274-280 bytes: mostly the exhaustive fill's Python tuples), rounded up.
-RUN_BYTES_PER_TRANSITION = 300
-
-
-def grid_bytes(max_n: int, jobs: int, runs: int) -> int:
-    """About the most memory a grid takes at once: its workers each on a largest run."""
-    return min(jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(max_n)
-
-
-def run_grid(
-    study: Study,
-    variants: Sequence[str],
-    ns: Iterable[int],
-    seeds: Iterable[int],
-    settings,
-    jobs: int = 2,
-    log=sys.stderr,
-    finished: list[RunResult] | None = None,
-) -> list[RunResult]:
-    """Every (variant, n, seed) run of `study`, largest memories first so the slowest start
-    early; each result is appended to `finished` as it comes, for a grid that fails part-way."""
-    for variant in variants:
-        study.parse(variant)
-    tasks = [
-        (study.run, v, n, s, settings)
-        for n in sorted(ns, reverse=True)
-        for v in variants
-        for s in seeds
-    ]
-    results = [] if finished is None else finished
-    with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        for result in pool.imap_unordered(_run_task, tasks):
-            results.append(result)
-            if log is not None:
-                print(
-                    f"[{len(results)}/{len(tasks)}] {result.representation}/"
-                    f"{result.strategy} n={result.n} seed={result.seed}: {result.updates} "
-                    f"updates, {result.status}, {result.seconds:.2f}s",
-                    file=log,
-                    flush=True,
-                )
-    return sorted(results, key=result_order)
-
-
-def result_order(result: RunResult) -> tuple:
-    return (result.representation, result.strategy, result.n, result.seed)
+        panels = self.panels.values()
+        return tuple(dict.fromkeys(f"{p.representation}/{s}" for p in panels for s in p.strategies))
 
 
 def write_results(results: Sequence[RunResult], path, kind: type = RunResult) -> None:
@@ -194,31 +135,22 @@ def paired_table(
     fewer updates, and the median of updates(A)/updates(B). Runs of a seed share memory and θ,
     so their difference is the strategies' alone. A run that did not converge counts as +∞
     updates; a ratio ∞/∞ is left out."""
-    updates = {
-        (r.representation, r.strategy, r.n, r.seed): r.updates if r.status == CONVERGED else np.inf
-        for r in results
-    }
+    updates: dict[tuple[str, str, int], dict[int, float]] = defaultdict(dict)
+    for r in results:
+        updates[r.representation, r.strategy, r.n][r.seed] = r.converged_updates
+    labels = " | ".join(label.replace("|", "\\|") for label in comparisons)
     lines = [
         f"### {title}, seed by seed\n",
         "seeds where B needed fewer updates than A / seeds (and where as many); median over "
         "seeds of updates(A) / updates(B)\n",
-        "| representation | n | "
-        + " | ".join(label.replace("|", "\\|") for label in comparisons)
-        + " |",
+        f"| representation | n | {labels} |",
         "|---|---|" + "---|" * len(comparisons),
     ]
     for representation in REPRESENTATIONS:
         for n in sorted({key[2] for key in updates if key[0] == representation}):
             cells = []
             for a, b in comparisons.values():
-                first, second = (
-                    {
-                        key[3]: value
-                        for key, value in updates.items()
-                        if key[:3] == (representation, strategy, n)
-                    }
-                    for strategy in (a, b)
-                )
+                first, second = (updates.get((representation, s, n), {}) for s in (a, b))
                 pairs = [(first[seed], second[seed]) for seed in sorted(first.keys() & second)]
                 ratios = [x / y for x, y in pairs if min(x, y) < np.inf]
                 wins, equal = sum(y < x for x, y in pairs), sum(y == x for x, y in pairs)
@@ -233,8 +165,6 @@ def paired_table(
 # Figure 2 right (linear function approximation, the stochastic variants).
 PAPER = Study(
     name="cliffwalk",
-    run=run_one,
-    strategies=STRATEGIES,
     panels={
         "figure1": Panel(
             "tabular",
@@ -249,13 +179,11 @@ PAPER = Study(
     },
 )
 
-SIGNAL_LABELS = {"td_error": "|δ|", "td_error_change": "Δ|δ|", "parameter_change": "‖Δθ‖"}
+OTHER_SIGNAL_LABELS = {"td_error_change": "Δ|δ|", "parameter_change": "‖Δθ‖"}
 # The learning-progress signals of Appendix A (and the method's patent), one panel per
 # representation and sampler, each against uniform replay and the oracle.
 SIGNALS = Study(
     name="signals",
-    run=run_one,
-    strategies=STRATEGIES,
     panels={
         f"signals_{representation}_{sampler}": Panel(
             representation,
@@ -265,14 +193,10 @@ SIGNALS = Study(
         for representation in REPRESENTATIONS
         for sampler in SIGNAL_STRATEGIES
     },
-    paired=partial(
-        paired_table,
-        title="Each other signal against |δ|",
-        comparisons={
-            f"{sampler.replace('_', '-')}: A = {SIGNAL_LABELS[strategy.partition(':')[2]]}, "
-            "B = |δ|": (strategy, sampler)
-            for sampler, strategies in SIGNAL_STRATEGIES.items()
-            for strategy in strategies[1:]
-        },
-    ),
+    paired_title="Each other signal against |δ|",
+    comparisons={
+        f"{sampler.replace('_', '-')}: A = {label}, B = |δ|": (f"{sampler}:{signal}", sampler)
+        for sampler in SIGNAL_STRATEGIES
+        for signal, label in OTHER_SIGNAL_LABELS.items()
+    },
 )

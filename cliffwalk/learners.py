@@ -1,16 +1,91 @@
-"""Q-learning on Blind Cliffwalk transitions, tabular or with linear function approximation
-(Schaul et al. 2016, Appendix B.1, Equations 2 and 3): Q(s, a) = θᵀφ(s, a), and one update on
-(S, A, R, S') is θ ← θ + η δ φ(S, A) with δ = R + γ' max_a Q(S', a) − Q(S, A) (γ' = 0 when
-terminal). Tabular φ is the pair's one-hot vector; linear adds a per-action bias,
-Q(s, a) = w_a[s] + b_a, which could learn "action a is right" were it not for the alternation
-(Appendix B.1). The update kernels are compiled with numba: a run makes up to millions of
-single updates, which the interpreter would dominate.
+"""The Blind Cliffwalk of Schaul et al. (2016), Section 3.1 and Appendix B.1, and Q-learning on
+its transitions. States 0..n−1, two actions: the 'right' action (`right_action`, alternating so
+that no feature can generalize over it) moves on with reward 0, and from the last state ends the
+episode with reward 1; the 'wrong' one ends the episode with reward 0. State-action pairs are
+numbered `pair = 2 s + a`.
+
+Q-learning is tabular or with linear function approximation (Appendix B.1, Equations 2 and 3):
+Q(s, a) = θᵀφ(s, a), and one update on (S, A, R, S') is θ ← θ + η δ φ(S, A) with
+δ = R + γ' max_a Q(S', a) − Q(S, A) (γ' = 0 when terminal). Tabular φ is the pair's one-hot
+vector; linear adds a per-action bias, Q(s, a) = w_a[s] + b_a, which could learn "action a is
+right" were it not for the alternation (Appendix B.1). The update kernels are compiled with
+numba: a run makes up to millions of single updates, which the interpreter would dominate.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-from cliffwalk.env import Transitions, discount, true_q_values
+
+def right_action(state: np.ndarray | int) -> np.ndarray | int:
+    """The action that moves on: 0 in even states, 1 in odd ones."""
+    return state % 2
+
+
+def discount(n: int) -> float:
+    """γ = 1 − 1/n, which keeps the values on about the same scale for every n (App. B.1)."""
+    return 1.0 - 1.0 / n
+
+
+def memory_size(n: int) -> int:
+    """Number of transitions the exhaustive fill produces: 2^(n+1) − 2 (App. B.1)."""
+    return 2 ** (n + 1) - 2
+
+
+def true_q_values(n: int) -> np.ndarray:
+    """Q*(s, a) by pair: γ^(n−1−s) for the right action, 0 for the wrong one."""
+    states = np.arange(n)
+    q = np.zeros((n, 2))
+    q[states, right_action(states)] = discount(n) ** (n - 1 - states)
+    return q.reshape(-1)
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """A replay memory, one transition per array element (`next_state` 0, unused, when
+    `terminal`). The exhaustive fill holds exactly one rewarded transition; a streaming memory
+    overwrites the arrays in place and may hold none or several."""
+
+    n: int
+    pair: np.ndarray
+    next_state: np.ndarray
+    reward: np.ndarray
+    terminal: np.ndarray
+
+    def __len__(self) -> int:
+        return self.pair.shape[0]
+
+
+def episode_of(n: int, actions: np.ndarray) -> list[tuple[int, int, int, float, bool]]:
+    """(state, action, next_state, reward, terminal) of each step of one action sequence from
+    the start state, up to the episode's end (the actions after it are never taken)."""
+    steps = []
+    for state, action in enumerate(actions.tolist()):
+        if action != right_action(state):
+            steps.append((state, action, 0, 0.0, True))
+            return steps
+        last = state == n - 1
+        steps.append((state, action, 0 if last else state + 1, 1.0 if last else 0.0, last))
+    return steps
+
+
+def exhaustive_transitions(n: int, rng: np.random.Generator) -> Transitions:
+    """A memory of all 2^n action sequences of length n (the bits of k), in random order:
+    Σ_j (j + 1) 2^(n−1−j) + n = 2^(n+1) − 2 transitions, pair (s, a) 2^(n−1−s) times, as often
+    as a uniformly random behaviour policy meets it."""
+    bits = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
+    steps = [step for k in rng.permutation(2**n) for step in episode_of(n, bits[k])]
+    columns = (np.array(column) for column in zip(*steps, strict=True))
+    state, action, next_state, reward, terminal = columns
+    return Transitions(
+        n=n,
+        pair=(2 * state + action).astype(np.int64),
+        next_state=next_state.astype(np.int64),
+        reward=reward.astype(np.float64),
+        terminal=terminal.astype(bool),
+    )
+
 
 STEP_SIZE = 0.25  # η = 1/4 for every n (App. B.1)
 INIT_STD = 0.1  # θ_i ~ N(0, 0.1), read as standard deviation 0.1
@@ -49,29 +124,16 @@ def _mse(theta, has_bias, q_true):
 
 
 @njit(cache=True)
-def _replay_sequence(
-    theta,
-    has_bias,
-    pair,
-    next_state,
-    reward,
-    terminal,
-    gamma,
-    step_size,
-    q_true,
-    indices,
-    tolerance,
-):
-    """`QLearner.replay_sequence`'s loop: (updates, converged, largest |δ|, count of |δ| > 1)."""
+def _replay_sequence(update_arguments, q_true, indices, tolerance):
+    """`QLearner.replay_sequence`'s loop, on `_update`'s arguments but the index: (updates,
+    converged, largest |δ|, count of |δ| > 1)."""
     largest, above_one = 0.0, 0
     for k in range(indices.shape[0]):
-        delta = _update(
-            theta, has_bias, pair, next_state, reward, terminal, gamma, step_size, indices[k]
-        )
+        delta = _update(*update_arguments, indices[k])
         largest = max(largest, abs(delta))
         if abs(delta) > 1.0:
             above_one += 1
-        if _mse(theta, has_bias, q_true) < tolerance:
+        if _mse(*update_arguments[:2], q_true) < tolerance:  # θ and has_bias
             return k + 1, True, largest, above_one
     return indices.shape[0], False, largest, above_one
 
@@ -81,13 +143,7 @@ class QLearner:
     actions 0 and 1; `max_abs_td_error` and `td_errors_above_one` cover every update so far,
     to tell whether the samplers' clip of |δ| to 1 ever mattered."""
 
-    def __init__(
-        self,
-        memory: Transitions,
-        *,
-        has_bias: bool,
-        rng: np.random.Generator,
-    ):
+    def __init__(self, memory: Transitions, *, has_bias: bool, rng: np.random.Generator):
         self.memory = memory
         self.has_bias = has_bias
         self.gamma = discount(memory.n)
@@ -101,8 +157,7 @@ class QLearner:
     def features(self) -> np.ndarray:
         """φ of every pair as rows (2n × len(theta))."""
         pairs = 2 * self.memory.n
-        features = np.zeros((pairs, self.theta.shape[0]))
-        features[np.arange(pairs), np.arange(pairs)] = 1.0
+        features = np.eye(pairs, self.theta.shape[0])
         if self.has_bias:
             features[np.arange(pairs), pairs + np.arange(pairs) % 2] = 1.0
         return features
@@ -134,7 +189,7 @@ class QLearner:
     def replay_sequence(self, indices: np.ndarray, tolerance: float = TOLERANCE) -> int | None:
         """Updates on `indices` until the MSE is below `tolerance`: how many, None if all."""
         made, converged, largest, above_one = _replay_sequence(
-            *self._update_arguments(),
+            self._update_arguments(),
             self.q_true,
             np.ascontiguousarray(indices, dtype=np.int64),
             tolerance,

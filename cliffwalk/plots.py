@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure  # no pyplot: no global state, no display backend
 
-from cliffwalk.experiment import PAPER, RunResult, Study
-from cliffwalk.strategies import CAPPED, CONVERGED, STALLED
+from cliffwalk.experiment import Panel, RunResult, Study
+from cliffwalk.strategies import CAPPED, STALLED
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Median and min–max updates over the seeds of one variant at one n. A run that did not
-    converge counts as +∞ updates, so no statistic pretends a failed run was fast."""
+    """Median and min–max `converged_updates` over the seeds of one variant at one n."""
 
     representation: str
     strategy: str
@@ -30,10 +29,6 @@ class Summary:
     minimum: float
     maximum: float
 
-    @property
-    def failed(self) -> int:
-        return self.capped + self.stalled
-
 
 def summarize(results: Sequence[RunResult]) -> list[Summary]:
     groups: dict[tuple[str, str, int], list[RunResult]] = {}
@@ -41,7 +36,7 @@ def summarize(results: Sequence[RunResult]) -> list[Summary]:
         groups.setdefault((result.representation, result.strategy, result.n), []).append(result)
     summaries = []
     for (representation, strategy, n), runs in sorted(groups.items()):
-        updates = np.array([run.updates if run.status == CONVERGED else np.inf for run in runs])
+        updates = np.array([run.converged_updates for run in runs])
         summaries.append(
             Summary(
                 representation=representation,
@@ -77,78 +72,60 @@ STYLE = {
     "proportional+fifo": ("blue", "proportional, forget oldest"),
     "proportional+lowest_priority": ("blue", "proportional, forget lowest |δ|"),
 }
-LINE = {strategy: "--o" for strategy in STYLE if strategy.endswith("+lowest_priority")}
 
 
-def plot_figure(
-    summaries: Sequence[Summary],
-    representation: str,
-    strategies: Sequence[str],
-    title: str,
-    path: Path,
-    study: Study = PAPER,
-) -> None:
-    """One panel: ∞ medians and band edges are not drawn; a hollow marker flags a finite median
-    with some failed runs, the legend says how many."""
+def plot_figure(summaries: Sequence[Summary], panel: Panel, path: Path, study: Study) -> None:
+    """One panel, from `summarize`'s summaries (sorted by n): ∞ medians and band edges are not
+    drawn; a hollow marker flags a finite median with some failed runs, the legend says how
+    many."""
     figure = Figure(figsize=(5.5, 4.2), dpi=110)
     axes = figure.subplots()
-    for strategy in strategies:
-        rows = sorted(
-            (s for s in summaries if (s.representation, s.strategy) == (representation, strategy)),
-            key=lambda s: s.n,
-        )
+    drawn = [s for s in summaries if s.representation == panel.representation]
+    for strategy in panel.strategies:
+        rows = [s for s in drawn if s.strategy == strategy]
         if not rows:
             continue
-        colour, label = STYLE[strategy][0], _label(strategy, rows)
-        finite = [row for row in rows if math.isfinite(row.median)]
-        x = [row.transitions for row in finite]
+        x, median, low, high, capped, stalled = (
+            np.array([getattr(row, key) for row in rows])
+            for key in ("transitions", "median", "minimum", "maximum", "capped", "stalled")
+        )
+        colour, finite, banded = STYLE[strategy][0], np.isfinite(median), np.isfinite(high)
         axes.plot(
-            x,
-            [row.median for row in finite],
-            LINE.get(strategy, "-o"),
+            x[finite],
+            median[finite],
+            "--o" if strategy.endswith("+lowest_priority") else "-o",
             color=colour,
-            label=label,
+            label=_label(strategy, rows),
             markersize=3.5,
             linewidth=1.6,
         )
-        banded = [row for row in finite if math.isfinite(row.maximum)]
         axes.fill_between(
-            [row.transitions for row in banded],
-            [r.minimum for r in banded],
-            [row.maximum for row in banded],
-            color=colour,
-            alpha=0.15,
-            linewidth=0,
+            x[banded], low[banded], high[banded], color=colour, alpha=0.15, linewidth=0
         )
-        partly = [row for row in finite if row.failed]
+        partly = finite & (capped + stalled > 0)
         axes.plot(
-            [row.transitions for row in partly],
-            [row.median for row in partly],
-            "o",
-            markerfacecolor="white",
-            color=colour,
-            markersize=7,
+            x[partly], median[partly], "o", markerfacecolor="white", color=colour, markersize=7
         )
-    _decorate(axes, summaries, title, study)
+    _decorate(axes, summaries, panel.title, study)
     figure.tight_layout()
     figure.savefig(path)
 
 
-FAILURE_COUNTS = ("runs", "stalled", "capped")
-
-
 def _label(strategy: str, rows: Sequence[Summary]) -> str:
-    total, stalled, capped = (sum(getattr(row, key) for row in rows) for key in FAILURE_COUNTS)
-    endings = ((stalled, "stalled"), (capped, "hit the cap"))
-    failed = ", ".join(f"{count}/{total} runs {what}" for count, what in endings if count)
-    return STYLE[strategy][1] + (f" ({failed})" if failed else "")
+    total, stalled, capped = np.sum([[row.runs, row.stalled, row.capped] for row in rows], axis=0)
+    note = _failed(total, (stalled, "runs stalled"), (capped, "runs hit the cap"))
+    return STYLE[strategy][1] + note
+
+
+def _failed(runs: int, *counts: tuple[int, str]) -> str:
+    """The counts that are not 0, each out of `runs`, in brackets after a space ("" if none)."""
+    failed = ", ".join(f"{count}/{runs} {what}" for count, what in counts if count)
+    return f" ({failed})" if failed else ""
 
 
 def _decorate(axes, summaries: Sequence[Summary], title: str, study: Study) -> None:
     axes.set_xscale("log", base=2)
-    axes.set_yscale("log")
-    axes.set_xlabel(study.memory)
-    axes.set_ylabel(study.updates)
+    axes.set(yscale="log", xlabel=study.memory, ylabel=study.updates)
     axes.set_title(title, fontsize=10)
     axes.grid(True, which="major", alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
@@ -166,12 +143,11 @@ def markdown_table(
 ) -> str:
     """Median [min–max] updates per n (rows) and strategy (columns)."""
     rows = [s for s in summaries if s.representation == representation]
-    memories = dict(sorted({s.n: s.transitions for s in rows}.items()))
     by_key = {(s.strategy, s.n): s for s in rows}
     labels = (STYLE[s][1].replace("|", "\\|") for s in strategies)  # |δ| in a table cell
     header = f"| n | {memory} | " + " | ".join(labels) + " |"
     lines = [header, "|" + "---|" * (2 + len(strategies))]
-    for n, transitions in memories.items():
+    for n, transitions in sorted({(s.n, s.transitions) for s in rows}):
         cells = [_cell(by_key.get((strategy, n))) for strategy in strategies]
         lines.append(f"| {n} | {transitions} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -180,15 +156,9 @@ def markdown_table(
 def _cell(summary: Summary | None) -> str:
     if summary is None:
         return "–"
-    failures = [
-        f"{count}/{summary.runs} {what}"
-        for count, what in ((summary.capped, "capped"), (summary.stalled, "stalled"))
-        if count
-    ]
-    note = f" ({', '.join(failures)})" if failures else ""
-    return (
-        f"{_number(summary.median)} [{_number(summary.minimum)}–{_number(summary.maximum)}]{note}"
-    )
+    note = _failed(summary.runs, (summary.capped, "capped"), (summary.stalled, "stalled"))
+    low, high = _number(summary.minimum), _number(summary.maximum)
+    return f"{_number(summary.median)} [{low}–{high}]{note}"
 
 
 def _number(value: float) -> str:

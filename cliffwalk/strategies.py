@@ -2,7 +2,7 @@
 Q-learning update at a time on a full memory, until the MSE to Q* is below the tolerance or
 `max_updates` is spent. The stochastic ones use the project's samplers, with priorities from |δ|
 (the paper's) or, as `proportional:td_error_change` etc., another learning-progress signal
-(`cliffwalk.progress`); none uses importance weights, as Appendix B.1's plain update has none.
+(`LearningProgress`); none uses importance weights, as Appendix B.1's plain update has none.
 """
 
 import heapq
@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 
 from cliffwalk.learners import TOLERANCE, QLearner
-from cliffwalk.progress import LearningProgress
+from replay.priority_signals import SignalInputs, signal_named
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
 from replay.sampler import UniformSampler
@@ -22,8 +22,9 @@ from replay.sampler import UniformSampler
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """Budget and prioritization settings shared by every run of an experiment. The paper
-    states no α for the Cliffwalk: the defaults are its Atari values (Table 3)."""
+    """Budget, prioritization and streaming memory settings shared by every run of an
+    experiment. The paper states no α for the Cliffwalk: the defaults are its Atari values
+    (Table 3)."""
 
     max_updates: int = 10_000_000
     tolerance: float = TOLERANCE
@@ -31,6 +32,10 @@ class ReplaySettings:
     rank_exponent: float = 0.7
     priority_epsilon: float = 0.01
     rank_segments: int = 32  # k of the rank-based sampler (`SamplerChoice`)
+    # A streaming memory's (`cliffwalk.streaming`): its capacity as a fraction of 2^(n+1) − 2
+    # (at least 1), and the updates per arriving transition (8: DQN's average, Section 4).
+    memory_fraction: float = 0.25
+    replay_ratio: int = 8
 
 
 CONVERGED, CAPPED, STALLED = "converged", "capped", "stalled"
@@ -44,10 +49,6 @@ class Outcome:
 
     updates: int
     status: str
-
-    @property
-    def converged(self) -> bool:
-        return self.status == CONVERGED
 
 
 def replay_uniform(learner: QLearner, rng: np.random.Generator, settings: ReplaySettings):
@@ -104,6 +105,49 @@ class GreedyQueue:
 
     def observe(self, index: int, td_error: float) -> None:
         heapq.heapreplace(self._heap, (-abs(td_error), index))
+
+
+class LearningProgress:
+    """Raw priorities (before α) from a measure of expected learning progress (Appendix A; the
+    method's patent names the same three): |δ| at the last replay, its change between the last
+    two replays, or the norm of the parameter change (`replay.priority_signals`'s formulas).
+    `priorities[s]` is the signal's at slot s's last replay, or the `max_priority` when it was
+    filled (Algorithm 1); `max_priority`, at least 1, is the largest computed, as a sampler's fed
+    these priorities; `_previous[s]` is slot s's δ at its last replay, NaN if none since it was
+    filled.
+
+    Here ‖Δθ‖ = η |δ| ‖φ‖ with one ‖φ‖ per representation, so it orders transitions as |δ| does
+    and differs from |δ| + ε in scale only: ε is added after the scaling, and a new transition
+    enters at the largest raw priority so far, at least 1, while a replayed one gets at most
+    about η‖φ‖.
+    """
+
+    def __init__(self, signal: str, learner: QLearner, priority_epsilon: float):
+        self._signal = signal_named(signal)  # also rejects an unknown signal
+        self._learner = learner
+        self._priority_epsilon = priority_epsilon
+        size = len(learner.memory)
+        self.max_priority = 1.0
+        self.priorities = np.full(size, self.max_priority)
+        self._previous = np.full(size, np.nan)
+
+    def observe(self, index: int, td_error: float) -> float:
+        """The new raw priority of slot `index`, replayed with δ `td_error` (before its update)."""
+        indices, td_errors = np.array([index]), np.array([td_error])
+        reads_norms = self._signal.reads_parameter_change_norms
+        norms = self._learner.parameter_change_norms(indices, td_errors) if reads_norms else None
+        inputs = SignalInputs(td_errors, self._previous[indices], norms)
+        clip = 1.0  # of |δ|, the agent's default td_error_clip
+        priority = float(self._signal.priorities(inputs, self._priority_epsilon, clip)[0])
+        self._previous[index] = td_error
+        self.priorities[index] = priority
+        self.max_priority = max(self.max_priority, priority)
+        return priority
+
+    def refill(self, index: int) -> None:
+        """Slot `index` now holds a new transition: never replayed, at the largest priority."""
+        self._previous[index] = np.nan
+        self.priorities[index] = self.max_priority
 
 
 class SamplerChoice:
@@ -191,22 +235,17 @@ STRATEGIES: dict[str, Callable[[QLearner, np.random.Generator, ReplaySettings], 
     "proportional": replay_proportional,
     "rank_based": replay_rank_based,
 }
-# The measures of learning progress compared here: the paper's |δ| and its patent's two.
-LEARNING_PROGRESS_SIGNALS = ("td_error", "td_error_change", "parameter_change")
-# Each stochastic sampler under each of them: the plain name is |δ|, the paper's, and
-# "SAMPLER:SIGNAL" another signal of `replay.priority_signals`.
+# Each stochastic sampler under each measure of learning progress compared here, the paper's |δ|
+# and its patent's two: the plain name is |δ|, and "SAMPLER:SIGNAL" another signal of
+# `replay.priority_signals`.
 SIGNAL_STRATEGIES: dict[str, tuple[str, ...]] = {
-    sampler: tuple(
-        sampler if signal == "td_error" else f"{sampler}:{signal}"
-        for signal in LEARNING_PROGRESS_SIGNALS
-    )
+    sampler: (sampler, f"{sampler}:td_error_change", f"{sampler}:parameter_change")
     for sampler in ("proportional", "rank_based")
 }
 STRATEGIES.update(
     {
         strategy: partial(STRATEGIES[sampler], signal=strategy.partition(":")[2])
         for sampler, strategies in SIGNAL_STRATEGIES.items()
-        for strategy in strategies
-        if strategy != sampler
+        for strategy in strategies[1:]
     }
 )

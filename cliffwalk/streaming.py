@@ -12,24 +12,14 @@ rewarded transition's arrival: the wait before it is the same for every variant 
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from functools import partial
 
 import numpy as np
 
-from cliffwalk.env import Transitions, episode_of, memory_size
-from cliffwalk.experiment import (
-    REPRESENTATIONS,
-    Panel,
-    RunResult,
-    Study,
-    paired_table,
-    parse_variant,
-)
-from cliffwalk.learners import QLearner
-from cliffwalk.progress import LearningProgress
+from cliffwalk.experiment import REPRESENTATIONS, Panel, RunResult, Study, parse_variant
+from cliffwalk.learners import QLearner, Transitions, episode_of, memory_size
 from cliffwalk.strategies import (
-    CAPPED,
     CONVERGED,
+    LearningProgress,
     ReplaySettings,
     SamplerChoice,
     replay_one_at_a_time,
@@ -45,16 +35,6 @@ SAMPLERS = {
     ),
 }
 STREAM_STRATEGIES = tuple(f"{sampler}+{eviction}" for sampler in SAMPLERS for eviction in EVICTIONS)
-
-
-@dataclass(frozen=True)
-class StreamSettings:
-    """The capacity is `memory_fraction` of 2^(n+1) − 2 (at least 1); `replay_ratio` updates
-    per arriving transition (8: DQN's average, Section 4); priorities are |δ| + ε."""
-
-    replay: ReplaySettings = ReplaySettings()
-    memory_fraction: float = 0.25
-    replay_ratio: int = 8
 
 
 @dataclass(frozen=True)
@@ -83,23 +63,24 @@ def evicted_slot(eviction: str, arrival: np.ndarray, priorities: np.ndarray) -> 
     return int(lowest[np.argmin(arrival[lowest])])
 
 
-def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> StreamResult:
-    """One run, seeded as `run_one` with the stream in place of the memory order."""
+def run_streaming(variant: str, n: int, seed: int, settings: ReplaySettings) -> StreamResult:
+    """One run, seeded as `run_one` with the stream in place of the memory order; its
+    priorities are |δ| + ε."""
     representation, strategy = parse_variant(variant, STREAM_STRATEGIES)
     sampler_name, _, eviction = strategy.partition("+")
     stream_seed, theta_seed, replay_seed = np.random.SeedSequence([seed, n]).spawn(3)
-    capacity, budget = memory_capacity(n, settings.memory_fraction), settings.replay.max_updates
+    capacity, budget = memory_capacity(n, settings.memory_fraction), settings.max_updates
     columns = (np.zeros(capacity, dtype) for dtype in (np.int64, np.int64, np.float64, bool))
     memory = Transitions(n, *columns)
     learner = QLearner(
         memory, has_bias=representation == "linear", rng=np.random.default_rng(theta_seed)
     )
     replay_rng = np.random.default_rng(replay_seed)
-    sampler = SAMPLERS[sampler_name](capacity, replay_rng, settings.replay)
-    progress = LearningProgress("td_error", learner, settings.replay.priority_epsilon)
+    sampler = SAMPLERS[sampler_name](capacity, replay_rng, settings)
+    progress = LearningProgress("td_error", learner, settings.priority_epsilon)
     choice = SamplerChoice(sampler, replay_rng, progress)
     arrival = np.zeros(capacity, dtype=np.int64)
-    made, before_reward, status = 0, None, CAPPED
+    made, before_reward = 0, None
     start = time.perf_counter()
     stream = random_episodes(n, np.random.default_rng(stream_seed))
     for position, (state, action, next_state, reward, terminal) in enumerate(stream):
@@ -117,11 +98,10 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
         sampler.add(slot)
         if before_reward is None and memory.reward[slot]:
             before_reward = made
-        block = replace(settings.replay, max_updates=min(settings.replay_ratio, budget - made))
+        block = replace(settings, max_updates=min(settings.replay_ratio, budget - made))
         outcome = replay_one_at_a_time(learner, choice, block)
         made += outcome.updates
-        if outcome.converged:
-            status = CONVERGED
+        if outcome.status == CONVERGED:
             break
     before_reward = made if before_reward is None else before_reward
     return StreamResult(
@@ -131,7 +111,7 @@ def run_streaming(variant: str, n: int, seed: int, settings: StreamSettings) -> 
         transitions=capacity,
         seed=seed,
         updates=made - before_reward,
-        status=status,
+        status=outcome.status,  # the last block's: converged, or capped by the budget
         final_mse=learner.mse(),
         max_abs_td_error=learner.max_abs_td_error,
         td_errors_above_one=learner.td_errors_above_one,
@@ -156,15 +136,11 @@ STREAMING = Study(
     memory="replay memory capacity (a fraction of 2^(n+1) − 2)",
     memory_column="capacity",
     updates="updates from the first reward until MSE < 10⁻³",
-    paired=partial(
-        paired_table,
-        title="Forgetting the lowest priority instead of the oldest",
-        comparisons={
-            f"{sampler}: A = forget oldest, B = forget lowest |δ|": (
-                f"{sampler}+fifo",
-                f"{sampler}+lowest_priority",
-            )
-            for sampler in SAMPLERS
-        },
-    ),
+    paired_title="Forgetting the lowest priority instead of the oldest",
+    comparisons={
+        f"{sampler}: A = forget oldest, B = forget lowest |δ|": tuple(
+            f"{sampler}+{eviction}" for eviction in EVICTIONS
+        )
+        for sampler in SAMPLERS
+    },
 )

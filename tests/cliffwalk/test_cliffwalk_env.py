@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from cliffwalk.env import (
+from cliffwalk.learners import (
+    QLearner,
     discount,
     episode_of,
     exhaustive_transitions,
@@ -11,7 +12,6 @@ from cliffwalk.env import (
     right_action,
     true_q_values,
 )
-from cliffwalk.learners import QLearner
 
 
 def test_episodes_stop_at_the_first_wrong_action():

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from cliffwalk.env import exhaustive_transitions, true_q_values
-from cliffwalk.learners import QLearner
+from cliffwalk.learners import QLearner, exhaustive_transitions, true_q_values
 
 
 def learner(n: int, has_bias: bool, seed: int = 0) -> QLearner:

@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 
-from cliffwalk.env import exhaustive_transitions
-from cliffwalk.learners import QLearner
-from cliffwalk.progress import LearningProgress
+from cliffwalk.learners import QLearner, exhaustive_transitions
+from cliffwalk.strategies import LearningProgress
 
 EPSILON = 0.01
 

@@ -6,9 +6,8 @@ import copy
 import numpy as np
 import pytest
 
-from cliffwalk.env import exhaustive_transitions
 from cliffwalk.experiment import run_one
-from cliffwalk.learners import QLearner
+from cliffwalk.learners import QLearner, exhaustive_transitions
 from cliffwalk.strategies import (
     CONVERGED,
     STALLED,

@@ -3,11 +3,10 @@
 import numpy as np
 import pytest
 
-from cliffwalk.env import episode_of, memory_size
+from cliffwalk.learners import episode_of, memory_size
 from cliffwalk.strategies import ReplaySettings
 from cliffwalk.streaming import (
     STREAM_STRATEGIES,
-    StreamSettings,
     evicted_slot,
     memory_capacity,
     random_episodes,
@@ -64,7 +63,7 @@ def test_capacity_is_a_fraction_of_the_papers_memory():
 def test_every_streaming_variant_converges_with_a_memory_smaller_than_its_stream(
     representation, strategy
 ):
-    settings = StreamSettings()
+    settings = ReplaySettings()
     result = run_streaming(f"{representation}/{strategy}", 5, seed=0, settings=settings)
     assert result.status == "converged" and result.final_mse < 1e-3
     assert result.transitions == 15  # a quarter of 62
@@ -75,13 +74,13 @@ def test_every_streaming_variant_converges_with_a_memory_smaller_than_its_stream
 def test_every_variant_waits_equally_for_the_first_reward():
     """Common random numbers: one seed, one stream, whatever the replay does."""
     waits = {
-        run_streaming(f"tabular/{strategy}", 6, 3, StreamSettings()).updates_before_reward
+        run_streaming(f"tabular/{strategy}", 6, 3, ReplaySettings()).updates_before_reward
         for strategy in STREAM_STRATEGIES
     }
     assert len(waits) == 1
 
 
 def test_runs_without_a_reward_within_the_cap_are_capped():
-    settings = StreamSettings(ReplaySettings(max_updates=16))  # two transitions' worth
+    settings = ReplaySettings(max_updates=16)  # two transitions' worth
     result = run_streaming("tabular/uniform+fifo", 8, 0, settings)
     assert (result.status, result.updates_before_reward, result.updates) == ("capped", 16, 0)
