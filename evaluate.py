@@ -89,8 +89,7 @@ class ReportNotWritten(RuntimeError):
 
 def read_command_line(argv: list[str]) -> tuple[Path, dict]:
     """The path and the options: the checked settings and the ``env`` overrides."""
-    defaults = {**EvaluateSettings.defaults(), "env": {}}
-    positional, values = parse_arguments(argv, defaults, open_sections=("env",))
+    positional, values = parse_arguments(argv, {**EvaluateSettings.defaults(), "env": {}})
     if len(positional) != 1:
         raise ValueError("give exactly one path: a snapshot, a run or a multirun directory")
     env = values.pop("env")

@@ -272,9 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv[0] not in COMMANDS:
             raise ValueError(f"unknown command {argv[0]!r}: use one of {', '.join(COMMANDS)}")
         defaults, command = COMMANDS[argv[0]]
-        defaults = defaults()
-        sections = tuple(key for key, value in defaults.items() if isinstance(value, dict))
-        positional, options = parse_arguments(argv[1:], defaults, open_sections=sections)
+        positional, options = parse_arguments(argv[1:], defaults())
         command([Path(p) for p in positional], options)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
