@@ -42,7 +42,7 @@ from evaluation.human_starts.start_state_file import (
 )
 from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
-from evaluation.runs import BARE_SNAPSHOT_ENV, SNAPSHOT_NAMES, snapshot_in
+from evaluation.runs import SNAPSHOT_NAMES, find_snapshots
 from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of, typed
 
 # What a start point's agent state is made of, as a start-state file records it.
@@ -146,24 +146,28 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     typed(AtariSettings, options["env"], fixed=("kind",))
     out = Path(options["out"])
     check_output("out", out)
-    snapshot, run_env = find_agent(paths[0], options["snapshot"])
-    environment = environment_kind(run_env["kind"])
+    if not (paths[0].is_file() or RunDirectory(paths[0]).config_file.is_file()):
+        raise ValueError(
+            f"{paths[0]} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
+        )
+    (run,) = find_snapshots(paths[0], options["snapshot"], PLAY_SNAPSHOTS)
+    environment = environment_kind(run.env_kind)
     if not environment.has_human_reference:  # trajectory files log ALE actions: Atari only
         raise ValueError(
-            f"play is not available for env.kind={run_env['kind']}: the {environment.family} "
+            f"play is not available for env.kind={run.env_kind}: the {environment.family} "
             "games have no human start states"
         )
     # Imported here: torch loads in seconds, and the other commands do not need it.
     from evaluation.snapshot import load_agent_snapshot
 
-    agent, info = load_agent_snapshot(snapshot, options["device"])
-    env_kwargs = {"game": info.game, **run_env, **options["env"]}
+    agent, info = load_agent_snapshot(run.snapshot, options["device"])
+    env_kwargs = {"game": info.game, **run.env_kwargs, **options["env"]}
     if resolve_game(str(env_kwargs["game"])).rom_id != info.game:
-        raise ValueError(f"{snapshot} is an agent for {info.game}, not {env_kwargs['game']}")
+        raise ValueError(f"{run.snapshot} is an agent for {info.game}, not {env_kwargs['game']}")
     rng = np.random.default_rng(options["seed"])
     seeds = [int(seed) for seed in rng.integers(2**31, size=options["episodes"])]
     epsilon, play_seed = options["epsilon"], options["seed"]
-    source = f"agent {snapshot} (step {info.step}) play seed {play_seed} epsilon {epsilon}"
+    source = f"agent {run.snapshot} (step {info.step}) play seed {play_seed} epsilon {epsilon}"
     log = play_trajectories(
         agent, env_kwargs, reset_seeds=seeds, epsilon=epsilon, rng=rng, source=source
     )
@@ -175,19 +179,6 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     frames = sum(len(t.actions) for t in log.trajectories)
     print(f"wrote {len(seeds)} game(s) of {log.game}, {frames} frames, scores {scores}, to {out}")
     return log
-
-
-def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
-    """The snapshot file to play and its run's env settings (`BARE_SNAPSHOT_ENV` outside a run)."""
-    if path.is_file():
-        run, file = RunDirectory(path.parent), path
-    elif RunDirectory(path).config_file.is_file():
-        run, file = RunDirectory(path), snapshot_in(path, PLAY_SNAPSHOTS[snapshot], snapshot)
-    else:
-        raise ValueError(
-            f"{path} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
-        )
-    return file, (run.env if run.config_file.is_file() else dict(BARE_SNAPSHOT_ENV))
 
 
 def verify_command(paths: list[Path]) -> str:
