@@ -68,6 +68,10 @@ from reporting.score_table import (
 )
 from schema import typed
 
+# About the most a report takes: each run's fields, and each episode's score and start frame
+# in the JSON; a protocol that plays each start point once is taken to have the paper's 100.
+RUN_REPORT_BYTES, EPISODE_REPORT_BYTES, START_POINTS = 4096, 64, 100
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -145,7 +149,9 @@ def run(path: Path, options: dict) -> None:
     output = (
         Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
     )
-    reason = unwritable_reason(output, report_bytes(protocol, specs, options))
+    episodes = options["episodes"] or protocol.budget or START_POINTS
+    needed = len(specs) * (RUN_REPORT_BYTES + episodes * EPISODE_REPORT_BYTES)
+    reason = unwritable_reason(output, needed)
     if reason is not None:  # found now, not after the whole evaluation
         raise ValueError(f"output={output} cannot be used: {reason}")
     streams = np.random.SeedSequence(options["seed"]).spawn(len(specs))
@@ -172,16 +178,6 @@ def run(path: Path, options: dict) -> None:
         ) from None
     for report in written:
         print(f"wrote {report}")
-
-
-# About the most a report takes: each run's fields, and each episode's score and start frame
-# in the JSON; a protocol that plays each start point once is taken to have the paper's 100.
-RUN_REPORT_BYTES, EPISODE_REPORT_BYTES, START_POINTS = 4096, 64, 100
-
-
-def report_bytes(protocol: Protocol, specs: list[RunSpec], options: dict) -> int:
-    episodes = options["episodes"] or protocol.budget or START_POINTS
-    return len(specs) * (RUN_REPORT_BYTES + episodes * EPISODE_REPORT_BYTES)
 
 
 def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
@@ -220,7 +216,11 @@ def evaluate_run(
     epsilon = epsilon_of(protocol, spec, options)
     starts, source = None, ""
     if protocol.needs_start_states:
-        start_file = start_state_file(Path(options["start_states"]), info.game)
+        start_file = path = Path(options["start_states"])
+        if path.is_dir():  # one holding <rom_id>.npz for each game
+            start_file = path / f"{info.game}.npz"
+            if not start_file.is_file():
+                raise ValueError(f"start_states={path} has no {info.game}.npz for game {info.game}")
         starts, source = load_start_states(start_file, info.game), str(start_file)
     episodes = options["episodes"] or protocol.budget
     total = episodes if starts is None else min(episodes or len(starts), len(starts))
@@ -248,16 +248,6 @@ def evaluate_run(
         epsilon=epsilon,
     )
     return score, source
-
-
-def start_state_file(path: Path, game: str) -> Path:
-    """A file is used as is; a directory must hold ``<rom_id>.npz`` for each game."""
-    if path.is_dir():
-        candidate = path / f"{game}.npz"
-        if not candidate.is_file():
-            raise ValueError(f"start_states={path} has no {game}.npz for game {game}")
-        return candidate
-    return path
 
 
 def env_arguments(protocol: Protocol, spec: RunSpec, options: dict) -> dict:
