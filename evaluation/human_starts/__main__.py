@@ -40,7 +40,7 @@ from evaluation.human_starts.start_state_file import (
     load_start_states,
     save_start_states,
 )
-from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
+from evaluation.human_starts.trajectories import merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
 from evaluation.runs import SNAPSHOT_NAMES, find_snapshots
 from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of, typed
@@ -101,7 +101,7 @@ def check_output(key: str, path: Path) -> None:
         raise ValueError(f"{key}={path} cannot be written: {reason}")
 
 
-def sample_command(paths: list[Path], options: dict) -> StartStates:
+def sample_command(paths: list[Path], options: dict) -> None:
     if not paths or not options["out"]:
         raise ValueError("sample needs trajectory files and out=FILE.npz")
     check_output("out", Path(options["out"]))
@@ -113,10 +113,9 @@ def sample_command(paths: list[Path], options: dict) -> StartStates:
     )
     save_start_states(options["out"], starts)
     print(f"wrote {len(starts)} start points of {starts.game} to {options['out']}")
-    return starts
 
 
-def record_command(options: dict) -> StartStates:
+def record_command(options: dict) -> None:
     if not (options["game"] and options["trajectories"] and options["out"]):
         raise ValueError("record needs game=NAME, trajectories=FILE.json and out=FILE.npz")
     for key in ("trajectories", "out"):
@@ -134,10 +133,10 @@ def record_command(options: dict) -> StartStates:
     save_trajectories(options["trajectories"], log)
     frames = sum(len(t.actions) for t in log.trajectories)
     print(f"wrote {len(log.trajectories)} game(s), {frames} frames, to {options['trajectories']}")
-    return sample_command([Path(options["trajectories"])], options)
+    sample_command([Path(options["trajectories"])], options)
 
 
-def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
+def play_command(paths: list[Path], options: dict) -> None:
     """An agent's own games as a trajectory file; everything is checked before the first."""
     if len(paths) != 1 or not options["out"]:
         raise ValueError("play needs one run directory or agent snapshot and out=FILE.json")
@@ -178,7 +177,6 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     scores = ", ".join(f"{t.score:g}" for t in log.trajectories)
     frames = sum(len(t.actions) for t in log.trajectories)
     print(f"wrote {len(seeds)} game(s) of {log.game}, {frames} frames, scores {scores}, to {out}")
-    return log
 
 
 def verify_command(paths: list[Path]) -> str:
