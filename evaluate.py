@@ -146,9 +146,7 @@ def run(path: Path, options: dict) -> None:
     specs = find_snapshots(path, options["snapshot"])
     protocol = choose_protocol(options["protocol"], specs)
     check_runs(protocol, specs, options)
-    output = (
-        Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
-    )
+    output = Path(options["output"] or (path if path.is_dir() else path.parent))
     episodes = options["episodes"] or protocol.budget or START_POINTS
     needed = len(specs) * (RUN_REPORT_BYTES + episodes * EPISODE_REPORT_BYTES)
     reason = unwritable_reason(output, needed)
