@@ -34,13 +34,8 @@ def agent_frames(
 
 def draw_frames(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_frames: int):
     """``count`` distinct candidate frames as sorted (trajectory, frame within it) arrays."""
-    lengths = np.array(
-        [
-            min(len(t.actions) * log.frames_per_action, max_episode_frames or 2**62)
-            for t in log.trajectories
-        ],
-        dtype=np.int64,
-    )
+    frames = [len(t.actions) * log.frames_per_action for t in log.trajectories]
+    lengths = np.minimum(np.array(frames, dtype=np.int64), max_episode_frames or 2**62)
     total = int(lengths.sum())
     if not 0 < count <= total:
         raise ValueError(
