@@ -162,7 +162,6 @@ def evaluate_human_starts(
 
 
 def _env_and_stack(agent: Policy, env_kwargs: dict, rng: np.random.Generator):
-    """A fresh env seeded from ``rng`` and an empty frame stack shaped for ``agent``."""
     env = build_env(env_settings(env_kwargs), seed=int(rng.integers(2**31)))
     return env, FrameStack(agent.history_length, env.observation_space.shape)
 
