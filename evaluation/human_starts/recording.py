@@ -75,14 +75,6 @@ def display_problem(environ=os.environ, platform: str = sys.platform) -> str | N
     return None
 
 
-def _end_session(signum: int, stopped: list[int]) -> None:
-    """Remember the signal and end the pygame session, if one is running."""
-    stopped.append(signum)
-    pygame = sys.modules.get("pygame")
-    if pygame is not None and pygame.display.get_init():
-        pygame.event.post(pygame.event.Event(pygame.QUIT))
-
-
 def record_trajectories(
     game: str,
     *,
@@ -115,11 +107,16 @@ def record_trajectories(
             on_frame(recorder.frames)
 
     stopped: list[int] = []
-    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def end_session(signum: int, _frame) -> None:
+        """Remember the signal and end the pygame session, if one is running."""
+        stopped.append(signum)
+        pygame = sys.modules.get("pygame")
+        if pygame is not None and pygame.display.get_init():
+            pygame.event.post(pygame.event.Event(pygame.QUIT))
+
     # Installed first: SDL then leaves these signals alone.
-    previous = {
-        s: signal.signal(s, lambda signum, _: _end_session(signum, stopped)) for s in signals
-    }
+    previous = {s: signal.signal(s, end_session) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         play(env, fps=fps, zoom=zoom, callback=callback, seed=seed, noop=0)
     finally:
