@@ -17,12 +17,14 @@ from evaluation.human_starts.trajectories import replay_env
 # showed on the first frame after the restore; 1,000 frames (17 s of play) leave a wide margin
 # at a cost of about 1,000 emulator frames per start point.
 VERIFY_HORIZON = 1000
-_verified: set[str] = set()  # fingerprints of start sets verified in this process
+# The start sets verified in this process, by what verification depends on: the game, the
+# emulator, the horizon and every array the start set's file stores.
+_verified: set[str] = set()
 
 
 def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
     """A one-line ValueError unless every start point is faithful; once per start set."""
-    key = fingerprint(starts, horizon)
+    key = f"{starts.game}|{ale_py.__version__}|{horizon}|{digest(file_arrays(starts))}"
     if key in _verified:
         return
     # `env` is restored into as the evaluator's env is.
@@ -108,8 +110,3 @@ def unfaithful(starts: StartStates, index: int, part: str, when: str) -> ValueEr
         f"its human-start scores would be wrong; {game} cannot be evaluated from human starts "
         "with this ale-py (docs/evaluation.md, restore fidelity)"
     )
-
-
-def fingerprint(starts: StartStates, horizon: int) -> str:
-    """The start set's content, the emulator and the horizon: what verification depends on."""
-    return f"{starts.game}|{ale_py.__version__}|{horizon}|{digest(file_arrays(starts))}"
