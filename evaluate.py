@@ -52,7 +52,6 @@ from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
-from evaluation.scores import normalized_score
 from evaluation.settings import EvaluateSettings
 from evaluation.snapshot import load_agent_snapshot
 from reporting.score_table import (
@@ -236,9 +235,7 @@ def evaluate_run(
         episodes=len(result.scores),
         mean=result.mean,
         std=result.std,
-        normalized=None
-        if protocol.reference is None
-        else normalized_score(result.mean, info.game, protocol.reference),
+        normalized=result.summary(info.game, protocol.reference).get("normalized_score"),
         partial=result.partial,
         episode_scores=tuple(result.scores.tolist()),
         start_frames=tuple(result.start_frames.tolist()),
