@@ -52,7 +52,6 @@ from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
-from evaluation.scores import normalized_score
 from evaluation.settings import EvaluateSettings
 from evaluation.snapshot import load_agent_snapshot
 from reporting.score_table import (
@@ -67,6 +66,10 @@ from reporting.score_table import (
     write_report,
 )
 from schema import typed
+
+# About the most a report takes: each run's fields, and each episode's score and start frame
+# in the JSON; a protocol that plays each start point once is taken to have the paper's 100.
+RUN_REPORT_BYTES, EPISODE_REPORT_BYTES, START_POINTS = 4096, 64, 100
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +92,7 @@ class ReportNotWritten(RuntimeError):
 
 def read_command_line(argv: list[str]) -> tuple[Path, dict]:
     """The path and the options: the checked settings and the ``env`` overrides."""
-    defaults = {**EvaluateSettings.defaults(), "env": {}}
-    positional, values = parse_arguments(argv, defaults, open_sections=("env",))
+    positional, values = parse_arguments(argv, {**EvaluateSettings.defaults(), "env": {}})
     if len(positional) != 1:
         raise ValueError("give exactly one path: a snapshot, a run or a multirun directory")
     env = values.pop("env")
@@ -143,10 +145,10 @@ def run(path: Path, options: dict) -> None:
     specs = find_snapshots(path, options["snapshot"])
     protocol = choose_protocol(options["protocol"], specs)
     check_runs(protocol, specs, options)
-    output = (
-        Path(options["output"]) if options["output"] else (path if path.is_dir() else path.parent)
-    )
-    reason = unwritable_reason(output, report_bytes(protocol, specs, options))
+    output = Path(options["output"] or (path if path.is_dir() else path.parent))
+    episodes = options["episodes"] or protocol.budget or START_POINTS
+    needed = len(specs) * (RUN_REPORT_BYTES + episodes * EPISODE_REPORT_BYTES)
+    reason = unwritable_reason(output, needed)
     if reason is not None:  # found now, not after the whole evaluation
         raise ValueError(f"output={output} cannot be used: {reason}")
     streams = np.random.SeedSequence(options["seed"]).spawn(len(specs))
@@ -173,16 +175,6 @@ def run(path: Path, options: dict) -> None:
         ) from None
     for report in written:
         print(f"wrote {report}")
-
-
-# About the most a report takes: each run's fields, and each episode's score and start frame
-# in the JSON; a protocol that plays each start point once is taken to have the paper's 100.
-RUN_REPORT_BYTES, EPISODE_REPORT_BYTES, START_POINTS = 4096, 64, 100
-
-
-def report_bytes(protocol: Protocol, specs: list[RunSpec], options: dict) -> int:
-    episodes = options["episodes"] or protocol.budget or START_POINTS
-    return len(specs) * (RUN_REPORT_BYTES + episodes * EPISODE_REPORT_BYTES)
 
 
 def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
@@ -221,7 +213,11 @@ def evaluate_run(
     epsilon = epsilon_of(protocol, spec, options)
     starts, source = None, ""
     if protocol.needs_start_states:
-        start_file = start_state_file(Path(options["start_states"]), info.game)
+        start_file = path = Path(options["start_states"])
+        if path.is_dir():  # one holding <rom_id>.npz for each game
+            start_file = path / f"{info.game}.npz"
+            if not start_file.is_file():
+                raise ValueError(f"start_states={path} has no {info.game}.npz for game {info.game}")
         starts, source = load_start_states(start_file, info.game), str(start_file)
     episodes = options["episodes"] or protocol.budget
     total = episodes if starts is None else min(episodes or len(starts), len(starts))
@@ -239,9 +235,7 @@ def evaluate_run(
         episodes=len(result.scores),
         mean=result.mean,
         std=result.std,
-        normalized=None
-        if protocol.reference is None
-        else normalized_score(result.mean, info.game, protocol.reference),
+        normalized=result.summary(info.game, protocol.reference).get("normalized_score"),
         partial=result.partial,
         episode_scores=tuple(result.scores.tolist()),
         start_frames=tuple(result.start_frames.tolist()),
@@ -249,16 +243,6 @@ def evaluate_run(
         epsilon=epsilon,
     )
     return score, source
-
-
-def start_state_file(path: Path, game: str) -> Path:
-    """A file is used as is; a directory must hold ``<rom_id>.npz`` for each game."""
-    if path.is_dir():
-        candidate = path / f"{game}.npz"
-        if not candidate.is_file():
-            raise ValueError(f"start_states={path} has no {game}.npz for game {game}")
-        return candidate
-    return path
 
 
 def env_arguments(protocol: Protocol, spec: RunSpec, options: dict) -> dict:

@@ -14,11 +14,10 @@ from hydra.errors import HydraException
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def parse_arguments(
-    argv: list[str], defaults: dict, *, open_sections: tuple[str, ...] = ()
-) -> tuple[list[str], dict]:
-    """Positional arguments, and ``defaults`` updated by ``key=value`` ones (a key below an
-    open section is checked where it is used)."""
+def parse_arguments(argv: list[str], defaults: dict) -> tuple[list[str], dict]:
+    """Positional arguments, and ``defaults`` updated by ``key=value`` ones; a default that is a
+    dict is an open section, whose ``section.KEY`` is checked where it is used."""
+    sections = [key for key, value in defaults.items() if isinstance(value, dict)]
     positional, values = [], dict(defaults)
     for argument in argv:
         if _is_path(argument):
@@ -26,13 +25,13 @@ def parse_arguments(
             continue
         key, value = _key_and_value(argument)
         section, dot, rest = key.partition(".")
-        if dot and section in open_sections and rest:
-            values[section] = {**values.get(section, {}), rest: value}
-        elif key in defaults and not isinstance(defaults[key], dict):
+        if dot and section in sections and rest:
+            values[section] = {**values[section], rest: value}
+        elif key in defaults and key not in sections:
             values[key] = value
         else:
-            allowed = sorted(k for k in defaults if k not in open_sections)
-            allowed += [f"{section}.<key>" for section in open_sections]
+            allowed = sorted(k for k in defaults if k not in sections)
+            allowed += [f"{section}.<key>" for section in sections]
             raise ValueError(f"unknown argument {key!r}: allowed keys are {', '.join(allowed)}")
     return positional, values
 

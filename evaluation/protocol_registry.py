@@ -5,10 +5,10 @@ one record and, at most, one ``Evaluator`` (docs/evaluation.md, "Adding a protoc
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from envs.registry import EnvironmentKind
 from evaluation.protocols import (
     HUMAN_STARTS_EPSILON,
     NOOP_EPSILON,
@@ -16,9 +16,6 @@ from evaluation.protocols import (
     evaluate_human_starts,
     evaluate_noop,
 )
-
-if typing.TYPE_CHECKING:
-    from envs.registry import EnvironmentKind
 
 # 30 minutes at 60 Hz: both of the paper's protocols cap an episode there (Appendix B.2.3).
 THIRTY_MINUTES_FRAMES = 108_000

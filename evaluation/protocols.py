@@ -1,11 +1,8 @@
-"""The two evaluation protocols of the PER paper (Appendix B.2.3, Tables 4 and 5): no-op starts
-(1..30 random no-ops at reset, ε 0.01), which plays from any env kind's own reset, and human
-starts (one episode per start point, ε 0.001; the 108,000-frame cap counts the human prefix,
-and only rewards after the start point are scored), Atari only.
-
-Each evaluation has its own env and ``rng`` (the env seed and every ε draw), so it never
-touches the training env or the agent's generator. Scores are unclipped game scores.
-"""
+"""The PER paper's two evaluation protocols (Appendix B.2.3; docs/evaluation.md): no-op starts,
+from any env kind's own reset, and human starts, Atari only, whose frame cap counts the human
+prefix and whose score only the rewards after the start point. Each evaluation has its own env
+and ``rng`` (the env seed and every ε draw), so it never touches the training env or the agent's
+generator. Scores are unclipped game scores."""
 
 from __future__ import annotations
 
@@ -69,7 +66,6 @@ class EvaluationResult:
     start_frames: np.ndarray  # when the agent took over
     emulated_frames: int  # all frames emulated, a discarded unfinished episode's included
     partial: bool = False  # the single score is of an episode cut by the frame budget
-    epsilon: float = float("nan")
 
     @property
     def mean(self) -> float:
@@ -112,11 +108,9 @@ def evaluate_noop(
         raise ValueError("give episodes or max_frames, not both")
     if episodes is None and max_frames is None:
         episodes = 30
-    if (episodes is not None and episodes < 1) or (max_frames is not None and max_frames < 1):
-        raise ValueError(f"episodes={episodes}, max_frames={max_frames}: must be positive")
     env, stack = _env_and_stack(agent, env_kwargs, rng)
     scores, ends, starts, emulated, partial = [], [], [], 0, False
-    try:
+    with contextlib.closing(env):
         while episodes is None or len(scores) < episodes:
             frame, info = env.reset()
             limit = None if max_frames is None else max_frames - emulated
@@ -133,9 +127,7 @@ def evaluate_noop(
                 starts.append(info["episode_frame_number"])
             if not finished or (max_frames is not None and emulated >= max_frames):
                 break
-    finally:
-        env.close()
-    return _result(scores, ends, starts, emulated, partial, epsilon)
+    return _result(scores, ends, starts, emulated, partial)
 
 
 def evaluate_human_starts(
@@ -154,28 +146,22 @@ def evaluate_human_starts(
     env, stack = _env_and_stack(agent, {**env_kwargs, "noop_max": 0}, rng)
     ale = env.unwrapped.ale
     scores, ends, starts, emulated = [], [], [], 0
-    try:
+    with contextlib.closing(env):
         for index in range(len(start_states)):
             env.reset()
             restore_start(ale, start_states, index)
             prefix = int(start_states.episode_frames[index])
-            frames = start_states.frames[index]
-            state = stack.reset(frames[0])
-            for frame in frames[1:]:
-                state = stack.push(frame)
-            score, end, _ = _play(env, agent, state, stack, rng, epsilon)
+            stack.load(start_states.frames[index])  # its shape checked above
+            score, end, _ = _play(env, agent, stack.state, stack, rng, epsilon)
             episode_listener.get()(score)
             scores.append(score)
             ends.append(end)
             starts.append(prefix)
             emulated += end - prefix
-    finally:
-        env.close()
-    return _result(scores, ends, starts, emulated, False, epsilon)
+    return _result(scores, ends, starts, emulated, False)
 
 
 def _env_and_stack(agent: Policy, env_kwargs: dict, rng: np.random.Generator):
-    """A fresh env seeded from ``rng`` and an empty frame stack shaped for ``agent``."""
     env = build_env(env_settings(env_kwargs), seed=int(rng.integers(2**31)))
     return env, FrameStack(agent.history_length, env.observation_space.shape)
 
@@ -222,12 +208,11 @@ def _check_start_states(agent: Policy, env_kwargs: dict, starts: StartStates) ->
         )
 
 
-def _result(scores, ends, starts, emulated, partial, epsilon) -> EvaluationResult:
+def _result(scores, ends, starts, emulated, partial) -> EvaluationResult:
     return EvaluationResult(
         scores=np.asarray(scores, dtype=np.float64),
         episode_frames=np.asarray(ends, dtype=np.int64),
         start_frames=np.asarray(starts, dtype=np.int64),
         emulated_frames=int(emulated),
         partial=bool(partial),
-        epsilon=float(epsilon),
     )

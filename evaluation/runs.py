@@ -32,11 +32,13 @@ class RunSpec:
         return self.env_kwargs["kind"]
 
 
-def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
-    """The snapshots under ``path``, runs without one skipped with a note; a one-line ValueError
-    when nothing can be evaluated."""
+def find_snapshots(
+    path: str | Path, snapshot: str = "best", names: dict[str, str] = SNAPSHOT_NAMES
+) -> list[RunSpec]:
+    """The snapshots under ``path`` (``names``: a snapshot's file in a run directory), runs
+    without one skipped with a note; a one-line ValueError when nothing can be evaluated."""
     path = Path(path)
-    file_name = SNAPSHOT_NAMES[snapshot]
+    file_name = names[snapshot]
     if path.is_file():
         return [_spec(RunDirectory(path.parent), path, path.name)]
     if not path.is_dir():
@@ -44,7 +46,13 @@ def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
             f"{path} does not exist: give a snapshot (.pt), a run directory or a multirun directory"
         )
     if RunDirectory(path).config_file.is_file():
-        return [_spec(RunDirectory(path), snapshot_in(path, file_name, snapshot), path.name)]
+        if not (path / file_name).is_file():
+            present = ", ".join(sorted(p.name for p in path.glob("*.pt"))) or "none"
+            raise ValueError(
+                f"run directory {path} has no {file_name} (snapshot={snapshot}); "
+                f"snapshots present: {present}"
+            )
+        return [_spec(RunDirectory(path), path / file_name, path.name)]
     specs = []
     for run in find_runs(path):
         if not (run.path / file_name).is_file():
@@ -56,22 +64,10 @@ def find_snapshots(path: str | Path, snapshot: str = "best") -> list[RunSpec]:
     return specs
 
 
-def snapshot_in(run: Path, file_name: str, snapshot: str) -> Path:
-    """The run directory's snapshot ``file_name``, or a one-line ValueError naming those present."""
-    if not (run / file_name).is_file():
-        present = ", ".join(sorted(p.name for p in run.glob("*.pt"))) or "none"
-        raise ValueError(
-            f"run directory {run} has no {file_name} (snapshot={snapshot}); "
-            f"snapshots present: {present}"
-        )
-    return run / file_name
-
-
 def _spec(run: RunDirectory, snapshot: Path, name: str) -> RunSpec:
     if not run.config_file.is_file():
         return RunSpec(name, snapshot, dict(BARE_SNAPSHOT_ENV), "unknown", None)
-    evaluation = run.config.get("evaluation")
-    epsilon = evaluation.get("epsilon") if isinstance(evaluation, dict) else None
+    epsilon = run.setting("evaluation", "epsilon")
     if type(epsilon) not in (int, float) or not 0 <= epsilon <= 1:
         epsilon = None  # not a training run's config: the protocol's own ε applies
     test_epsilon = None if epsilon is None else float(epsilon)

@@ -40,9 +40,9 @@ from evaluation.human_starts.start_state_file import (
     load_start_states,
     save_start_states,
 )
-from evaluation.human_starts.trajectories import TrajectoryLog, merge_logs, save_trajectories
+from evaluation.human_starts.trajectories import merge_logs, save_trajectories
 from evaluation.human_starts.verification import verify_start_states
-from evaluation.runs import BARE_SNAPSHOT_ENV, SNAPSHOT_NAMES, snapshot_in
+from evaluation.runs import SNAPSHOT_NAMES, find_snapshots
 from schema import FRACTION, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, one_of, typed
 
 # What a start point's agent state is made of, as a start-state file records it.
@@ -101,7 +101,7 @@ def check_output(key: str, path: Path) -> None:
         raise ValueError(f"{key}={path} cannot be written: {reason}")
 
 
-def sample_command(paths: list[Path], options: dict) -> StartStates:
+def sample_command(paths: list[Path], options: dict) -> None:
     if not paths or not options["out"]:
         raise ValueError("sample needs trajectory files and out=FILE.npz")
     check_output("out", Path(options["out"]))
@@ -113,10 +113,9 @@ def sample_command(paths: list[Path], options: dict) -> StartStates:
     )
     save_start_states(options["out"], starts)
     print(f"wrote {len(starts)} start points of {starts.game} to {options['out']}")
-    return starts
 
 
-def record_command(options: dict) -> StartStates:
+def record_command(options: dict) -> None:
     if not (options["game"] and options["trajectories"] and options["out"]):
         raise ValueError("record needs game=NAME, trajectories=FILE.json and out=FILE.npz")
     for key in ("trajectories", "out"):
@@ -134,10 +133,10 @@ def record_command(options: dict) -> StartStates:
     save_trajectories(options["trajectories"], log)
     frames = sum(len(t.actions) for t in log.trajectories)
     print(f"wrote {len(log.trajectories)} game(s), {frames} frames, to {options['trajectories']}")
-    return sample_command([Path(options["trajectories"])], options)
+    sample_command([Path(options["trajectories"])], options)
 
 
-def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
+def play_command(paths: list[Path], options: dict) -> None:
     """An agent's own games as a trajectory file; everything is checked before the first."""
     if len(paths) != 1 or not options["out"]:
         raise ValueError("play needs one run directory or agent snapshot and out=FILE.json")
@@ -146,24 +145,28 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     typed(AtariSettings, options["env"], fixed=("kind",))
     out = Path(options["out"])
     check_output("out", out)
-    snapshot, run_env = find_agent(paths[0], options["snapshot"])
-    environment = environment_kind(run_env["kind"])
+    if not (paths[0].is_file() or RunDirectory(paths[0]).config_file.is_file()):
+        raise ValueError(
+            f"{paths[0]} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
+        )
+    (run,) = find_snapshots(paths[0], options["snapshot"], PLAY_SNAPSHOTS)
+    environment = environment_kind(run.env_kind)
     if not environment.has_human_reference:  # trajectory files log ALE actions: Atari only
         raise ValueError(
-            f"play is not available for env.kind={run_env['kind']}: the {environment.family} "
+            f"play is not available for env.kind={run.env_kind}: the {environment.family} "
             "games have no human start states"
         )
     # Imported here: torch loads in seconds, and the other commands do not need it.
     from evaluation.snapshot import load_agent_snapshot
 
-    agent, info = load_agent_snapshot(snapshot, options["device"])
-    env_kwargs = {"game": info.game, **run_env, **options["env"]}
+    agent, info = load_agent_snapshot(run.snapshot, options["device"])
+    env_kwargs = {"game": info.game, **run.env_kwargs, **options["env"]}
     if resolve_game(str(env_kwargs["game"])).rom_id != info.game:
-        raise ValueError(f"{snapshot} is an agent for {info.game}, not {env_kwargs['game']}")
+        raise ValueError(f"{run.snapshot} is an agent for {info.game}, not {env_kwargs['game']}")
     rng = np.random.default_rng(options["seed"])
     seeds = [int(seed) for seed in rng.integers(2**31, size=options["episodes"])]
     epsilon, play_seed = options["epsilon"], options["seed"]
-    source = f"agent {snapshot} (step {info.step}) play seed {play_seed} epsilon {epsilon}"
+    source = f"agent {run.snapshot} (step {info.step}) play seed {play_seed} epsilon {epsilon}"
     log = play_trajectories(
         agent, env_kwargs, reset_seeds=seeds, epsilon=epsilon, rng=rng, source=source
     )
@@ -174,20 +177,6 @@ def play_command(paths: list[Path], options: dict) -> TrajectoryLog:
     scores = ", ".join(f"{t.score:g}" for t in log.trajectories)
     frames = sum(len(t.actions) for t in log.trajectories)
     print(f"wrote {len(seeds)} game(s) of {log.game}, {frames} frames, scores {scores}, to {out}")
-    return log
-
-
-def find_agent(path: Path, snapshot: str) -> tuple[Path, dict]:
-    """The snapshot file to play and its run's env settings (`BARE_SNAPSHOT_ENV` outside a run)."""
-    if path.is_file():
-        run, file = RunDirectory(path.parent), path
-    elif RunDirectory(path).config_file.is_file():
-        run, file = RunDirectory(path), snapshot_in(path, PLAY_SNAPSHOTS[snapshot], snapshot)
-    else:
-        raise ValueError(
-            f"{path} is neither an agent snapshot (.pt) nor a run directory (with config.yaml)"
-        )
-    return file, (run.env if run.config_file.is_file() else dict(BARE_SNAPSHOT_ENV))
 
 
 def verify_command(paths: list[Path]) -> str:
@@ -272,9 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv[0] not in COMMANDS:
             raise ValueError(f"unknown command {argv[0]!r}: use one of {', '.join(COMMANDS)}")
         defaults, command = COMMANDS[argv[0]]
-        defaults = defaults()
-        sections = tuple(key for key, value in defaults.items() if isinstance(value, dict))
-        positional, options = parse_arguments(argv[1:], defaults, open_sections=sections)
+        positional, options = parse_arguments(argv[1:], defaults())
         command([Path(p) for p in positional], options)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from contextlib import closing
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,7 +36,7 @@ class KeyboardRecorder:
         self._actions: list[int] = []
         self._score = 0.0
 
-    def __call__(self, obs_before, obs_after, action, reward, terminated, truncated, info):
+    def __call__(self, _observation, _next_observation, action, reward, terminated, truncated, _):
         self._actions.append(self._legal_actions[int(action)])
         self.pressed = self.pressed or int(action) != 0
         self._score += float(reward)
@@ -74,14 +75,6 @@ def display_problem(environ=os.environ, platform: str = sys.platform) -> str | N
     return None
 
 
-def _end_session(signum: int, stopped: list[int]) -> None:
-    """Remember the signal and end the pygame session, if one is running."""
-    stopped.append(signum)
-    pygame = sys.modules.get("pygame")
-    if pygame is not None and pygame.display.get_init():
-        pygame.event.post(pygame.event.Event(pygame.QUIT))
-
-
 def record_trajectories(
     game: str,
     *,
@@ -114,11 +107,16 @@ def record_trajectories(
             on_frame(recorder.frames)
 
     stopped: list[int] = []
-    signals = (signal.SIGTERM, signal.SIGINT)
+
+    def end_session(signum: int, _frame) -> None:
+        """Remember the signal and end the pygame session, if one is running."""
+        stopped.append(signum)
+        pygame = sys.modules.get("pygame")
+        if pygame is not None and pygame.display.get_init():
+            pygame.event.post(pygame.event.Event(pygame.QUIT))
+
     # Installed first: SDL then leaves these signals alone.
-    previous = {
-        s: signal.signal(s, lambda signum, _: _end_session(signum, stopped)) for s in signals
-    }
+    previous = {s: signal.signal(s, end_session) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         play(env, fps=fps, zoom=zoom, callback=callback, seed=seed, noop=0)
     finally:
@@ -157,8 +155,8 @@ def play_trajectories(
             f"env.repeat_action_probability={sticky}: a game with sticky actions cannot be "
             "logged exactly; set env.repeat_action_probability=0.0"
         )
-    env = build_env(env_settings(env_kwargs), seed=0)  # every reset below is seeded explicitly
-    try:
+    # Seed 0: every reset below is seeded explicitly.
+    with closing(build_env(env_settings(env_kwargs), seed=0)) as env:
         if env.action_space.n != agent.num_actions:
             raise ValueError(
                 f"the agent has {agent.num_actions} actions, the env {env.action_space.n} "
@@ -169,8 +167,6 @@ def play_trajectories(
             _play_game(env, agent, stack, seed, epsilon, rng, f"{source} game {i}")
             for i, seed in enumerate(reset_seeds)
         )
-    finally:
-        env.close()
     return TrajectoryLog(resolve_game(env_kwargs["game"]).rom_id, games, 1)
 
 

@@ -1,10 +1,6 @@
-"""Start points sampled from trajectories by replay in the emulator.
-
-Every emulator frame k of a trajectory below the episode cap is a candidate, and ``count``
-distinct candidates are drawn uniformly over all trajectories' (the paper's human starts, after
-Nair et al. 2015), so a longer trajectory gives proportionally more starts. Each trajectory is
-then replayed once to capture its start points, which are returned only once verified.
-"""
+"""Start points sampled from trajectories: ``count`` distinct emulator frames below the episode
+cap, drawn uniformly over all trajectories' (after Nair et al. 2015); each trajectory is then
+replayed once to capture its start points, which are returned only once verified."""
 
 from __future__ import annotations
 
@@ -38,13 +34,8 @@ def agent_frames(
 
 def draw_frames(log: TrajectoryLog, count: int, rng: np.random.Generator, max_episode_frames: int):
     """``count`` distinct candidate frames as sorted (trajectory, frame within it) arrays."""
-    lengths = np.array(
-        [
-            min(len(t.actions) * log.frames_per_action, max_episode_frames or 2**62)
-            for t in log.trajectories
-        ],
-        dtype=np.int64,
-    )
+    frames = [len(t.actions) * log.frames_per_action for t in log.trajectories]
+    lengths = np.minimum(np.array(frames, dtype=np.int64), max_episode_frames or 2**62)
     total = int(lengths.sum())
     if not 0 < count <= total:
         raise ValueError(
@@ -80,16 +71,15 @@ def capture_starts(env: gym.Env, log: TrajectoryLog, index: int, targets: list[i
             captures.append((frame, state, frames, ale.getScreenRGB(), score, ale.getRAM().copy()))
 
     observe()
-    for action in trajectory.actions:
-        for _ in range(log.frames_per_action):
-            if ale.game_over():
-                raise ValueError(
-                    f"trajectory {index} is over at frame {frame} before its last "
-                    "action: trim the log or check the game"
-                )
-            score += ale.act(action)
-            frame += 1
-            observe()
+    for action in np.repeat(trajectory.actions, log.frames_per_action):
+        if ale.game_over():
+            raise ValueError(
+                f"trajectory {index} is over at frame {frame} before its last "
+                "action: trim the log or check the game"
+            )
+        score += ale.act(int(action))
+        frame += 1
+        observe()
     if trajectory.score is not None and score != trajectory.score:
         raise ValueError(
             f"trajectory {index} replays to score {score}, its log says "
@@ -112,14 +102,11 @@ def sample_start_states(
     fewer candidates, a replay diverges from its log, or the states do not restore faithfully."""
     owners, frames = draw_frames(log, count, rng, max_episode_frames)
     layout = dict(frame_skip=frame_skip, history_length=history_length, screen_size=screen_size)
-    env = replay_env(log.game)
     captures = []  # (trajectory, k, state bytes, agent frames, RGB screen, score so far, RAM)
-    try:
+    with replay_env(log.game) as env:
         for index in range(len(log.trajectories)):
             targets = [int(k) for k in frames[owners == index]]
             captures += [(index, *c) for c in capture_starts(env, log, index, targets, layout)]
-    finally:
-        env.close()
     column = list(zip(*captures, strict=True))
     starts = StartStates(
         game=log.game,

@@ -1,12 +1,8 @@
 """Start-state files for the human-starts protocol (docs/evaluation.md, "Start states"), and
-entering a start point (`restore_start`).
-
-An ``.npz`` read with ``allow_pickle=False``. Variable-length bytes (the ALE state one frame
-before each start point; each trajectory's ALE action id per emulator frame) are one uint8 blob
-and len + 1 offsets. ``metadata`` is JSON: the header, game, ROM MD5, ale-py version, the agent's
-frame layout, the trajectory sources and a SHA-256 of the arrays. A state restores only in the
-ROM and ale-py that saved it, so a file made with others is refused.
-"""
+entering a start point (`restore_start`). An ``.npz`` read with ``allow_pickle=False``, whose
+variable-length bytes (ALE states, action streams) are one uint8 blob and len + 1 offsets, and
+whose ``metadata`` is JSON. A state restores only in the ROM and ale-py that saved it, so a file
+made with others is refused."""
 
 from __future__ import annotations
 
@@ -102,14 +98,18 @@ def restore_start(ale: ale_py.ALEInterface, starts: StartStates, index: int) -> 
         )
 
 
-def save_start_states(path: str | os.PathLike, starts: StartStates) -> None:
-    """Write ``starts`` to ``path`` (.npz) atomically."""
-    arrays = {
-        name: np.asarray(getattr(starts, name), dtype=dtype) for name, (dtype, _) in ARRAYS.items()
+def file_arrays(starts: StartStates) -> dict[str, np.ndarray]:
+    """The arrays a start-state file stores for ``starts``: all of it but the metadata."""
+    return {
+        **{name: np.asarray(getattr(starts, name), dtype) for name, (dtype, _) in ARRAYS.items()},
+        **to_blob("state", starts.states),
+        **to_blob("action", starts.trajectory_actions),
+        "trajectory_seeds": np.asarray(starts.trajectory_seeds, dtype=np.int64),
     }
-    arrays.update(to_blob("state", starts.states))
-    arrays.update(to_blob("action", starts.trajectory_actions))
-    arrays["trajectory_seeds"] = np.asarray(starts.trajectory_seeds, dtype=np.int64)
+
+
+def save_start_states(path: str | os.PathLike, starts: StartStates) -> None:
+    arrays = file_arrays(starts)
     metadata = {
         **START_STATES.fields(),
         **{key: getattr(starts, key) for key in METADATA},

@@ -46,7 +46,6 @@ class TrajectoryLog:
 
 
 def save_trajectories(path: str | os.PathLike, log: TrajectoryLog) -> None:
-    """Write ``log`` to ``path`` atomically."""
     document = {
         "format": FORMAT,
         "version": VERSION,

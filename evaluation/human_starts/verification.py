@@ -1,9 +1,5 @@
-"""Whether start points are what their action prefixes reach, and restore faithfully
-(docs/evaluation.md, restore fidelity): each trajectory is replayed from its seeded reset, which
-must reach every start point's stored state and RAM; then each start point, entered with
-`restore_start`, must play the human's next ``VERIFY_HORIZON`` frames with the replay's RAM and
-screen.
-"""
+"""Whether start points are what their action prefixes reach, and restore faithfully: the two
+checks of docs/evaluation.md, "Restore fidelity"."""
 
 from __future__ import annotations
 
@@ -14,39 +10,30 @@ import gymnasium as gym
 import numpy as np
 
 from envs.atari import make_env
-from evaluation.human_starts.start_state_file import StartStates, digest, restore_start, to_blob
+from evaluation.human_starts.start_state_file import StartStates, digest, file_arrays, restore_start
 from evaluation.human_starts.trajectories import replay_env
 
 # Frames compared after each restore. Every divergence benchmarks/restore_fidelity.py found
 # showed on the first frame after the restore; 1,000 frames (17 s of play) leave a wide margin
 # at a cost of about 1,000 emulator frames per start point.
 VERIFY_HORIZON = 1000
-VERIFIED_ARRAYS = (
-    "rams",
-    "episode_frames",
-    "trajectory_indices",
-    "trajectory_frames",
-    "trajectory_seeds",
-)
-_verified: set[str] = set()  # fingerprints of start sets verified in this process
+# The start sets verified in this process, by what verification depends on: the game, the
+# emulator, the horizon and every array the start set's file stores.
+_verified: set[str] = set()
 
 
 def verify_start_states(starts: StartStates, horizon: int = VERIFY_HORIZON) -> None:
     """A one-line ValueError unless every start point is faithful; once per start set."""
-    key = fingerprint(starts, horizon)
+    key = f"{starts.game}|{ale_py.__version__}|{horizon}|{digest(file_arrays(starts))}"
     if key in _verified:
         return
-    env = make_env(starts.game, seed=0, noop_max=0)  # restored into as the evaluator does
-    replay = replay_env(starts.game)
-    try:
+    # `env` is restored into as the evaluator's env is.
+    with make_env(starts.game, seed=0, noop_max=0) as env, replay_env(starts.game) as replay:
         for trajectory in np.unique(starts.trajectory_indices):
             members = np.flatnonzero(starts.trajectory_indices == trajectory)
             truth = replay_truth(replay, starts, int(trajectory), members, horizon)
             for index in members:
                 check_restore(env, starts, int(index), *truth, horizon)
-    finally:
-        env.close()
-        replay.close()
     _verified.add(key)
 
 
@@ -63,8 +50,7 @@ def replay_truth(
         checks.setdefault(frame, []).append(("RAM", int(index)))
     end = max(starts_at) + horizon
     actions = starts.actions(trajectory)
-    stream = np.zeros(max(end, len(actions)), dtype=np.uint8)  # ALE action 0 is NOOP
-    stream[: len(actions)] = actions
+    stream = np.pad(actions, (0, max(end - len(actions), 0)))  # NOOPs (ALE action 0) past the log
     watched = np.zeros(end, dtype=bool)
     for frame in starts_at:
         watched[frame : frame + horizon] = True
@@ -124,13 +110,3 @@ def unfaithful(starts: StartStates, index: int, part: str, when: str) -> ValueEr
         f"its human-start scores would be wrong; {game} cannot be evaluated from human starts "
         "with this ale-py (docs/evaluation.md, restore fidelity)"
     )
-
-
-def fingerprint(starts: StartStates, horizon: int) -> str:
-    """Everything verification depends on."""
-    arrays = {
-        **to_blob("state", starts.states),
-        **to_blob("action", starts.trajectory_actions),
-        **{name: getattr(starts, name) for name in VERIFIED_ARRAYS},
-    }
-    return f"{starts.game}|{ale_py.__version__}|{horizon}|{digest(arrays)}"
