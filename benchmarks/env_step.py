@@ -9,14 +9,13 @@ bare ALEInterface, 4 `act` calls a step, no screen read. Then the lean env's pro
 operation alone on its buffers: what a step costs above the emulator. Asserts nothing.
 """
 
-import argparse
 import os
 import statistics
 import time
 
-import common  # noqa: F401 - puts the checkout on the import path
 import cv2
 import numpy as np
+from common import command_line
 
 from envs.atari import make_env
 from envs.lean_atari import make_lean_env
@@ -64,7 +63,7 @@ def processing_costs(env, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--game", default="pong")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)

@@ -20,9 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, markdown
+from common import ROOT, THROUGHPUT, command_line, markdown
 
-THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
 GAME = "breakout"  # configs/env/minatar.yaml's default
 
 
@@ -79,10 +78,7 @@ def peer_in_child(args) -> float:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="for this project's run")
+    parser = command_line(__doc__, overrides="Hydra overrides for this project's run")
     parser.add_argument("--peer", type=Path, required=True, help="MinAtar's examples/dqn.py")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of runs, alternated")
     parser.add_argument("--frames", type=int, default=5000, help="frames timed per run")

@@ -20,14 +20,15 @@ the buffer's) and `update(32)` as the replay runs them, µs per batch by wall cl
 turns, repeat by repeat, so that a busy machine slows all of them alike.
 """
 
-import argparse
+import contextlib
 import dataclasses
 import os
 import time
 from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
-from common import markdown, median_us, process_bytes, row
+from common import command_line, markdown, median_us, process_bytes, row, timed
 
 import replay.buffer as buffer_module
 from agents.double_dqn import DoubleDQN
@@ -50,8 +51,7 @@ def filled_replay(
     storage = build_storage(eviction, capacity, HISTORY_LENGTH, (84, 84))
     replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32, td_error_clip=1.0)
     frames = rng.integers(0, 256, size=(97, 84, 84), dtype=np.uint8)
-    replay.start_episode(frames[0])
-    for step in range(1, capacity):
+    for step in range(capacity):
         if step % EPISODE_STEPS == 0:
             replay.start_episode(frames[step % 97])
         else:
@@ -78,13 +78,9 @@ def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict
     figures["checked"] = memory_bytes(1, (84, 84), frames_per_slot)
     batches = iter([replay.sampler.sample(32)[0] for _ in range(4000)])
     out = np.empty((64, HISTORY_LENGTH, 84, 84), dtype=np.uint8)
-    storage = replay.storage
-    figures["gather_reused"] = median_us(
-        lambda: storage.gather_transitions(next(batches), out), 2000
-    )
-    figures["gather_fresh"] = median_us(
-        lambda: storage.gather_transitions(next(batches), np.empty_like(out)), 2000
-    )
+    gather = replay.storage.gather_transitions
+    figures["gather_reused"] = median_us(lambda: gather(next(batches), out), 2000)
+    figures["gather_fresh"] = median_us(lambda: gather(next(batches), np.empty_like(out)), 2000)
     learned = SimpleNamespace(td_errors=rng.normal(size=32).astype(np.float32))
 
     def sample_and_update():
@@ -119,40 +115,28 @@ PARTS = (
 
 def parts_us(replay: ReplayBuffer, sample_and_update, repeats: int) -> dict[str, float]:
     """Median µs per call of `sample_and_update` spent in each of PARTS, and the rest."""
-    spent, call, patches = {name: np.zeros(repeats) for name, _, _ in PARTS}, [0], []
-    for name, owner, attributes in PARTS:
-        owner = replay if owner is None else owner
-        owner = getattr(replay, owner) if isinstance(owner, str) else owner
-        patches += [(owner, attribute, getattr(owner, attribute), name) for attribute in attributes]
-    for owner, attribute, original, name in patches:
-        setattr(owner, attribute, timed(original, spent[name], call))
-    totals = np.zeros(repeats)
-    try:
+    spent, call, totals = {name: np.zeros(repeats) for name, _, _ in PARTS}, [0], np.zeros(repeats)
+    with contextlib.ExitStack() as patches:
+        for name, owner, attributes in PARTS:
+            owner = replay if owner is None else owner
+            owner = getattr(replay, owner) if isinstance(owner, str) else owner
+            for attribute in attributes:
+                part = timed_part(getattr(owner, attribute), spent[name], call)
+                patches.enter_context(mock.patch.object(owner, attribute, part))
         for index in range(repeats):
             call[0], start = index, time.perf_counter()
             sample_and_update()
             totals[index] = time.perf_counter() - start
-    finally:
-        for owner, attribute, original, _ in patches:
-            setattr(owner, attribute, original)
     spent["the rest"] = totals - sum(spent.values())
     return {name: float(np.median(seconds)) * 1e6 for name, seconds in spent.items()}
 
 
-def timed(part, seconds: np.ndarray, call: list[int]):
+def timed_part(part, seconds: np.ndarray, call: list[int]):
     """`part`, a function, adding its time to `seconds[call[0]]`; a priority signal, a copy
     whose `priorities` does (the signal is a frozen record that every replay shares)."""
     if isinstance(part, PrioritySignal):
-        return dataclasses.replace(part, priorities=timed(part.priorities, seconds, call))
-
-    def timed_part(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return part(*args, **kwargs)
-        finally:
-            seconds[call[0]] += time.perf_counter() - start
-
-    return timed_part
+        return dataclasses.replace(part, priorities=timed_part(part.priorities, seconds, call))
+    return timed(part, lambda elapsed: np.add.at(seconds, call[0], elapsed))
 
 
 def filled_sampler(kind: str, size: int):
@@ -211,7 +195,7 @@ def samplers_alone(args) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--capacity", type=int, default=2**20)
     parser.add_argument("--eviction", choices=list(STORAGES), default="fifo")
     parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")

@@ -14,12 +14,11 @@ with states cloned with their RNG (as `cloneSystemState` returns them: checked t
 A's game had ended (ALE emulates nothing then). Prints a table, asserts nothing.
 """
 
-import argparse
 import time
 
 import ale_py
 import numpy as np
-from common import markdown, row
+from common import command_line, markdown, row
 
 from envs.atari import make_env
 from envs.games import all_games, resolve_game
@@ -101,7 +100,7 @@ def probe(game: str, depth: int, horizon: int, seed: int) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--games", default=DEFAULT_GAMES, help="comma-separated game names")
     parser.add_argument("--all", action="store_true", help="all 57 games of the paper")
     parser.add_argument("--depths", default="0,1,100,600,1800", help="start depths in frames")

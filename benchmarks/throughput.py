@@ -6,12 +6,10 @@
 
 The run is built as train.py builds it, its replay prefilled to capacity; `--steps` steps of
 `Training.run` from WARMUP steps past learning start are timed by wrapping the components'
-methods (COMPONENTS); bookkeeping is the rest. Evaluation: one short periodic test, scaled to
-the config's cadence (with the evaluation worker, only saving the agent for it). No checkpoint
-is written. The ceiling: the same loop with a trivial network. On CUDA "waiting for the
-update" is the time the host was blocked on it; the action chosen right behind an update waits
-for it too, so part of that wait shows in the act row. `--sync` synchronizes CUDA around every
-timed call. Prints tables, asserts nothing.
+methods (COMPONENTS); bookkeeping is the rest, and no checkpoint is written. On CUDA "waiting
+for the update" is the time the host was blocked on it; the action chosen right behind an
+update waits for it too, so part of that wait shows in the act row. Prints tables, asserts
+nothing.
 """
 
 import argparse
@@ -29,8 +27,8 @@ from unittest import mock
 
 import numpy as np
 import torch
-from common import load_averages, markdown
-from run_config import configure, device_description, overrides_parser
+from common import command_line, load_averages, markdown, timed
+from run_config import configure, device_description
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
@@ -107,7 +105,7 @@ class Meter:
     def wrap(self, owner, name: str, row: str) -> None:
         original = getattr(owner, name)
 
-        def timed(*args, **kwargs):
+        def metered(*args, **kwargs):
             if not self.counting:
                 return original(*args, **kwargs)
             self.synchronize()
@@ -118,7 +116,7 @@ class Meter:
             self.calls[row] += 1
             return result
 
-        setattr(owner, name, timed)
+        setattr(owner, name, metered)
 
 
 def prefill(replay, count: int, num_actions: int) -> None:
@@ -153,28 +151,23 @@ def scaled_test_us(training: Training, frames: int) -> float:
     evaluation = dataclasses.replace(training.cfg.evaluation, frames=min(frames, full_frames))
     cfg = dataclasses.replace(training.cfg, evaluation=evaluation)
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
-    played, play, agent = [0.0], protocols._play, training.parts.agent
-
-    def timed_play(*args, **kwargs):
-        start = time.perf_counter()
-        result = play(*args, **kwargs)
-        played[0] += time.perf_counter() - start
-        return result
-
+    played, agent = [], training.parts.agent
     writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    with mock.patch.object(protocols, "_play", timed_play), contextlib.closing(writer):
+    timed_play = timed(protocols._play, played.append)
+    with (
+        mock.patch.object(protocols, "_play", timed_play),
+        contextlib.closing(writer),
+        contextlib.closing(test),
+    ):
         if test.in_worker:
-            try:
-                test.request(agent, test.period_steps, writer)
-                start = time.perf_counter()
-                test.request(agent, 2 * test.period_steps, writer)
-                return (time.perf_counter() - start) / test.period_steps * 1e6
-            finally:
-                test.close()
+            test.request(agent, test.period_steps, writer)
+            start = time.perf_counter()
+            test.request(agent, 2 * test.period_steps, writer)
+            return (time.perf_counter() - start) / test.period_steps * 1e6
         start = time.perf_counter()
         test.run(agent, training.step, writer)
         total = time.perf_counter() - start
-    per_test = played[0] * full_frames / cfg.evaluation.frames + total - played[0]
+    per_test = sum(played) * full_frames / cfg.evaluation.frames + total - sum(played)
     return per_test / test.period_steps * 1e6
 
 
@@ -207,7 +200,7 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
         mock.patch.object(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
     ):
         run_dir, parts = Path(directory), build(cfg)
-        try:
+        with contextlib.closing(parts.env):
             prefill(parts.replay, cfg.replay.capacity, parts.agent.num_actions)
             cuda = parts.agent.device if parts.agent.device.type == "cuda" else None
             first = cfg.train.learning_start_steps + WARMUP
@@ -218,10 +211,7 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
             instrument(training, meter)
             training.start(None)
             training.run()
-            result = figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
-        finally:
-            parts.env.close()
-    return result
+            return figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
 
 
 def check_window(cfg, steps: int) -> None:
@@ -238,7 +228,7 @@ def check_window(cfg, steps: int) -> None:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = overrides_parser(__doc__.splitlines()[0])
+    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
     parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
     parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
