@@ -1,5 +1,4 @@
-"""What the benchmarks share: the checkout on the import path, command lines, timing, memory
-and tables."""
+"""What the benchmarks share: the checkout's path, command lines, timing, memory, tables."""
 
 import argparse
 import statistics

@@ -43,10 +43,6 @@ REPLAY_ROWS = ("replay add", "learn: replay.sample", "learn: update_priorities")
 NETWORK = "nature"  # the pass of benchmarks/throughput.py with the configured network
 
 
-class PieceTooLong(Exception):
-    """A piece ran past its time limit; its runs were stopped."""
-
-
 def overrides_of(args, name: str, seed: int) -> list[str]:
     """The Hydra overrides of one run: the paper's config, the configuration's change, then
     `--set`, each key once (a later value of a key replaces an earlier one)."""
@@ -63,15 +59,9 @@ def overrides_of(args, name: str, seed: int) -> list[str]:
     return list(by_key.values())
 
 
-def throughput_command(args, name: str, seed: int, ceiling: bool, json_path: Path) -> list[str]:
-    flags = [f"--steps={args.steps}", *([] if ceiling else ["--no-ceiling"])]
-    overrides = overrides_of(args, name, seed)
-    return [sys.executable, str(THROUGHPUT), *overrides, *flags, f"--json={json_path}"]
-
-
-def run_together(commands: list[list[str]], logs: list[Path], seconds: float, env) -> list[int]:
+def run_together(commands: list[list[str]], logs: list[Path], seconds: float, env) -> list | None:
     """Each command's exit status, run at once, each in its own session, its output in its log;
-    past `seconds` every one is killed with what it started, and PieceTooLong raised."""
+    past `seconds` every one is killed with what it started, and None returned."""
     deadline, running = time.monotonic() + seconds, []
     for command, log in zip(commands, logs, strict=True):
         with log.open("w") as output:
@@ -86,7 +76,7 @@ def run_together(commands: list[list[str]], logs: list[Path], seconds: float, en
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        raise PieceTooLong from None
+        return None
 
 
 def run_piece(args, name: str) -> dict:
@@ -95,16 +85,23 @@ def run_piece(args, name: str) -> dict:
     count = args.concurrent if concurrent else 1
     threads = str(max(1, (os.cpu_count() or 1) // count))
     env = dict(os.environ, OMP_NUM_THREADS=threads) if concurrent else None
-    configuration, ceiling = ("exact" if concurrent else name), name == "exact"
+    configuration = "exact" if concurrent else name
+    flags = [f"--steps={args.steps}", *([] if name == "exact" else ["--no-ceiling"])]
     started, runs = time.monotonic(), []
     with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
         figures = [Path(directory) / f"{seed}.json" for seed in range(count)]
         logs = [path.with_suffix(".log") for path in figures]
         commands = [
-            throughput_command(args, configuration, seed, ceiling, path)
+            [sys.executable, str(THROUGHPUT), *overrides_of(args, configuration, seed)]
+            + [*flags, f"--json={path}"]
             for seed, path in enumerate(figures)
         ]
         statuses = run_together(commands, logs, args.piece_seconds, env)
+        if statuses is None:
+            raise SystemExit(
+                f"error: piece {name} ran past --piece-seconds={args.piece_seconds:g} and was "
+                "stopped; give fewer --steps or a smaller --capacity"
+            )
         for index, (status, log, path) in enumerate(zip(statuses, logs, figures, strict=True)):
             output = log.read_text()
             if status:
@@ -133,13 +130,7 @@ def measure(args) -> None:
         if name == CONCURRENT and not args.concurrent:
             continue
         print(f"\n## {name}", flush=True)
-        try:
-            record = run_piece(args, name)
-        except PieceTooLong:
-            raise SystemExit(
-                f"error: piece {name} ran past --piece-seconds={args.piece_seconds:g} and was "
-                "stopped; give fewer --steps or a smaller --capacity"
-            ) from None
+        record = run_piece(args, name)
         for run in record["runs"]:
             print(run["output"], flush=True)
         (args.out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -152,15 +143,12 @@ Key = tuple[str, tuple[str, ...]]  # a saved piece: its name and its --set overr
 def saved_pieces(sources: list[Path]) -> dict[Key, dict]:
     """The pieces saved in `sources` (folders of PIECE.json, or such files), by name and
     overrides; where a piece was saved twice with the same overrides, the later source's."""
-    files = []
+    records = []
     for source in sources:
-        files += sorted(source.glob("*.json")) if source.is_dir() else [source]
-    records = [json.loads(path.read_text()) for path in files]
-    return {
-        (record["piece"], tuple(record["set"])): record
-        for record in records
-        if record.get("piece") in PIECES
-    }
+        files = sorted(source.glob("*.json")) if source.is_dir() else [source]
+        records += [json.loads(path.read_text()) for path in files]
+    pieces = (record for record in records if record.get("piece") in PIECES)
+    return {(record["piece"], tuple(record["set"])): record for record in pieces}
 
 
 def passes(record: dict) -> list[dict]:

@@ -4,10 +4,9 @@ each, in alternating pairs of fresh processes on the same machine.
     python benchmarks/minatar_peer.py --peer ~/MinAtar/examples/dqn.py --pairs 3
 
 The peer ships in MinAtar's repository, not its package: give a checkout's file. It runs as
-written but for ε, at its final 0.1 from the first learning frame (as in this project's window),
-and it stops after its window: --frames updates (one a frame) after --warmup. This project's
-side is `benchmarks/throughput.py experiment=minatar_dqn threads=1 --no-ceiling` with the
-overrides given (replay=proportional unless one is). Prints a table, asserts nothing.
+written but for ε (docs/benchmarks.md) and stops after its window: --frames updates (one a
+frame) after --warmup. This project's side is `benchmarks/throughput.py experiment=minatar_dqn
+threads=1 --no-ceiling` with the overrides given (replay=proportional unless one is).
 """
 
 import argparse
@@ -77,7 +76,7 @@ def peer_in_child(args) -> float:
     return float(done.stdout.split()[-1])
 
 
-def parse_args() -> argparse.Namespace:
+def main() -> None:
     parser = command_line(__doc__, overrides="Hydra overrides for this project's run")
     parser.add_argument("--peer", type=Path, required=True, help="MinAtar's examples/dqn.py")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of runs, alternated")
@@ -89,11 +88,6 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--peer {args.peer} is no file: give MinAtar's examples/dqn.py")
     if min(args.pairs, args.frames, args.warmup) < 1:
         parser.error("--pairs, --frames and --warmup must be positive")
-    return args
-
-
-def main() -> None:
-    args = parse_args()
     if args.peer_only:
         print(peer_frames_per_second(args.peer, args.frames, args.warmup))
         return

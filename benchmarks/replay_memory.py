@@ -10,14 +10,12 @@ Per sampler kind, on N random Atari-sized transitions in the storage `--eviction
 resident bytes per transition beside what the config check counts; µs to gather a fresh
 batch's states into a reused and into a fresh array; µs of `replay.sample` with
 `update_priorities`; ms of a training step (sample, `agent.learn`, `update_priorities`; `--steps
-0`: not measured). `--parts` adds where `sample+update`'s time goes (PARTS; "the rest" is the
-buffer's own code). Medians; compare ratios from one run. Prints figures, asserts nothing.
+0`: not measured). Medians; compare ratios from one run.
 
 `--samplers-alone` times the samplers without a memory, filled with the paper's priorities of
 random TD errors: `sample(32)`, the importance weights (normalized by the batch's maximum or
 the buffer's) and `update(32)` as the replay runs them, µs per batch by wall clock and CPU time
-(waiting for a core shows in the wall clock only), then each phase's median. The samplers take
-turns, repeat by repeat, so that a busy machine slows all of them alike.
+(waiting for a core shows in the wall clock only), then each phase's median.
 """
 
 import contextlib
@@ -44,14 +42,12 @@ BATCH_SIZE, EXPONENT, EPSILON = 32, 0.5, 0.01  # the paper's
 ALONE = ("batch wall", "batch cpu", "buffer wall", "buffer cpu", "sample", "weights", "update")
 
 
-def filled_replay(
-    kind: str, eviction: str, capacity: int, rng: np.random.Generator
-) -> ReplayBuffer:
+def filled_replay(kind: str, eviction: str, size: int, rng: np.random.Generator) -> ReplayBuffer:
     """Random frames in episodes of 1000 steps, written through the storage's own API."""
-    storage = build_storage(eviction, capacity, HISTORY_LENGTH, (84, 84))
-    replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32, td_error_clip=1.0)
+    storage = build_storage(eviction, size, HISTORY_LENGTH, (84, 84))
+    replay = ReplayBuffer(storage, SAMPLERS[kind](size, rng), batch_size=32, td_error_clip=1.0)
     frames = rng.integers(0, 256, size=(97, 84, 84), dtype=np.uint8)
-    for step in range(capacity):
+    for step in range(size):
         if step % EPISODE_STEPS == 0:
             replay.start_episode(frames[step % 97])
         else:
@@ -101,8 +97,8 @@ def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict
     return figures
 
 
-# The parts of `sample+update` timed by `--parts`: (name, owner, attributes); an owner is an
-# attribute of the replay, None for the replay itself, or a module.
+# The parts of `sample+update` timed by `--parts` ("the rest" is the buffer's own code): (name,
+# owner, attributes); an owner is an attribute of the replay, None for the replay, or a module.
 PARTS = (
     ("sampler.sample", "sampler", ("sample",)),
     ("importance weights", buffer_module, ("importance_weights",)),
@@ -144,9 +140,7 @@ def filled_sampler(kind: str, size: int):
     for slot in range(size):
         sampler.add(slot)
     td_errors = np.random.default_rng(1).standard_normal(size) * 0.5
-    for start in range(0, size, 4096):
-        slots = np.arange(start, min(start + 4096, size))
-        sampler.update(slots, td_error_priorities(td_errors[slots], EPSILON, 1.0))
+    sampler.update(np.arange(size), td_error_priorities(td_errors, EPSILON, 1.0))
     return sampler
 
 
@@ -182,7 +176,7 @@ def samplers_alone(args) -> str:
         for normalization in ("batch", "buffer"):
             sampler_steps(sampler, td_errors[: args.batches // 10], normalization)
     runs = {kind: [] for kind in samplers}
-    for _ in range(args.repeats):
+    for _ in range(args.repeats):  # in turns, so that a busy machine slows every sampler alike
         for kind, sampler in samplers.items():
             steps = [sampler_steps(sampler, td_errors, n) for n in ("batch", "buffer")]
             runs[kind].append(np.ravel(steps))

@@ -5,13 +5,9 @@
 Emulator A (the sampler's replay env) plays a seeded reset and `depth` frames of seeded random
 minimal actions, each held 4 frames; it saves its states at frames depth - 1 and depth, then
 plays `--horizon` more frames, the truth. A fresh emulator B made like the evaluator's env
-(`make_env(noop_max=0)`, another seed, `reset()`) enters frame `depth` by a procedure and plays
-the same frames; a cell is the first frame where B's RAM / screen differ ('-': never).
-Procedures: `fresh` restores right after `reset()`; `primed` plays one NOOP frame first (unless
-the state is a reset's); `lead-in` is a primed restore of frame depth - 1, then that frame's
-action (what the evaluator does: `start_state_file.restore_start`); `lead-in+rng` the same
-with states cloned with their RNG (as `cloneSystemState` returns them: checked too). `over`:
-A's game had ended (ALE emulates nothing then). Prints a table, asserts nothing.
+(`make_env(noop_max=0)`, another seed, `reset()`) enters frame `depth` by each of PROCEDURES
+(docs/evaluation.md) and plays the same frames; a cell is the first frame where B's RAM / screen
+differ ('-': never). `over`: A's game had ended (ALE emulates nothing then).
 """
 
 import time
@@ -82,21 +78,19 @@ def probe(game: str, depth: int, horizon: int, seed: int) -> dict[str, str]:
             ale.act(int(prefix[frame - 1]))
         states["plain", frame] = ale.cloneState().serialize()
         states["rng", frame] = ale.cloneState(include_rng=True).serialize()
-    row = {"over": "over" if ale.game_over() else ""}
+    cells = {"over": "over" if ale.game_over() else ""}
     if ale.cloneSystemState().serialize() != states["rng", depth]:
-        row["over"] += " system-state differs from include_rng"
+        cells["over"] += " system-state differs from include_rng"
     stream = actions(minimal, horizon, seed + 2)
     truth = play(ale, stream)
     env.close()
     last = int(prefix[-1]) if depth else 0
     for procedure in PROCEDURES:
         copy = restored(game, states, procedure, depth, last, seed + 3)
-        rams, screens = play(copy.unwrapped.ale, stream)
+        played = play(copy.unwrapped.ale, stream)  # RAM and screens, as the truth's
         copy.close()
-        row[procedure] = (
-            f"{first_difference(rams, truth[0])} / {first_difference(screens, truth[1])}"
-        )
-    return row
+        cells[procedure] = " / ".join(map(first_difference, played, truth))
+    return cells
 
 
 def main() -> None:

@@ -20,10 +20,9 @@ CPU_CAPACITY = 100_000  # the paper's 1M transitions are 7 GB: too much for a qu
 
 
 def configure(user: list[str], check) -> tuple:
-    """The run's config as train.py sees it, with the benchmark's defaults for the keys the
-    command line leaves alone, and every override applied; `check(cfg)` is called on it, and
-    either's error exits with one line, status 2. Then torch's threads and malloc are set as
-    train.py sets them."""
+    """The run's config as train.py sees it, the benchmark's defaults for the keys the command
+    line leaves alone, and every override applied; an error in it or from `check(cfg)` exits
+    with one line, status 2. Then torch's threads and malloc are set as train.py sets them."""
     given = {override.split("=", 1)[0].lstrip("+~") for override in user}
     overrides = [o for o in BENCHMARK_OVERRIDES if o.split("=", 1)[0] not in given] + user
     try:

@@ -4,15 +4,12 @@
     python benchmarks/throughput.py replay=uniform agent.device=cuda replay.capacity=1000000
     python benchmarks/throughput.py experiment=minatar_dqn replay=proportional threads=1
 
-The run is built as train.py builds it, its replay prefilled to capacity; `--steps` steps of
-`Training.run` from WARMUP steps past learning start are timed by wrapping the components'
-methods (COMPONENTS); bookkeeping is the rest, and no checkpoint is written. On CUDA "waiting
-for the update" is the time the host was blocked on it; the action chosen right behind an
-update waits for it too, so part of that wait shows in the act row. Prints tables, asserts
-nothing.
+The run is built as train.py builds it; `--steps` steps of `Training.run` from WARMUP steps
+past learning start are timed by wrapping the components' methods (COMPONENTS), bookkeeping is
+the rest. On CUDA "waiting for the update" is the time the host was blocked on it; the action
+chosen right behind an update waits for it too, so part of that wait shows in the act row.
 """
 
-import argparse
 import contextlib
 import dataclasses
 import gc
@@ -81,15 +78,14 @@ class TrivialQNetwork(nn.Module):
 
 
 class Meter:
-    """Seconds and calls per row inside the timed window. It also stands in for the loop's
+    """The seconds of each call per row inside the timed window. It also stands in for the loop's
     StopRequest: the loop reads `signal` once before every step, which is where the window
     opens after the warm-up and where the run stops after the window."""
 
     def __init__(self, first: int, last: int, sync: torch.device | None):
         self.first, self.last = first, last
         self.synchronize = (lambda: torch.cuda.synchronize(sync)) if sync else lambda: None
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.calls: dict[str, int] = defaultdict(int)
+        self.seconds: dict[str, list[float]] = defaultdict(list)
         self.training: Training | None = None
         self.counting, self.opened, self.closed = False, None, None
 
@@ -112,8 +108,7 @@ class Meter:
             start = time.perf_counter()
             result = original(*args, **kwargs)
             self.synchronize()
-            self.seconds[row] += time.perf_counter() - start
-            self.calls[row] += 1
+            self.seconds[row].append(time.perf_counter() - start)
             return result
 
         setattr(owner, name, metered)
@@ -153,9 +148,8 @@ def scaled_test_us(training: Training, frames: int) -> float:
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
     played, agent = [], training.parts.agent
     writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    timed_play = timed(protocols._play, played.append)
     with (
-        mock.patch.object(protocols, "_play", timed_play),
+        mock.patch.object(protocols, "_play", timed(protocols._play, played.append)),
         contextlib.closing(writer),
         contextlib.closing(test),
     ):
@@ -173,12 +167,12 @@ def scaled_test_us(training: Training, frames: int) -> float:
 
 def figures(meter: Meter, steps: int, test_us: float) -> dict:
     seconds, cpu_seconds = (meter.closed[clock] - meter.opened[clock] for clock in (0, 1))
-    rows = {row: meter.seconds[row] / steps * 1e6 for row, _, _ in COMPONENTS}
+    rows = {row: sum(meter.seconds[row]) / steps * 1e6 for row, _, _ in COMPONENTS}
     loop_us = seconds / steps * 1e6
     rows["bookkeeping"] = loop_us - sum(rows.values())
     rows["evaluation"] = test_us
-    updates = meter.calls["learn: agent.start_learning"]
-    agent_seconds = sum(meter.seconds[row] for row in AGENT_ROWS)
+    updates = len(meter.seconds["learn: agent.start_learning"])
+    agent_seconds = sum(sum(meter.seconds[row]) for row in AGENT_ROWS)
     return {
         "us_per_step": rows,
         "total_us_per_step": loop_us + test_us,
@@ -227,16 +221,6 @@ def check_window(cfg, steps: int) -> None:
         raise ValueError(f"a periodic test (every {period:,} steps) falls in the window")
 
 
-def parse_args() -> argparse.Namespace:
-    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
-    parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
-    parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
-    parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
-    parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
-    return parser.parse_intermixed_args()
-
-
 def header(cfg, args, overrides: list[str], loads: list) -> str:
     reduced = "" if cfg.replay.capacity >= 1_000_000 else " (reduced: the paper's is 1,000,000)"
     return (
@@ -272,7 +256,13 @@ def tables(passes: dict) -> str:
 
 
 def main() -> None:
-    args = parse_args()
+    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
+    parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
+    parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
+    parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
+    parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
+    args = parser.parse_intermixed_args()
     cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args.steps))
     loads = [os.getloadavg()]
     candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}

@@ -8,7 +8,7 @@ Each variant is the config's learner, built from the run's seed, updating on one
 random play. The variants take turns in rounds of `--calls` updates, in alternating order; the
 table gives each one's µs per update (median and quartiles over the rounds) and its ratio to
 eager's in the same round, the steadier figure on a machine whose load drifts. `--option` adds
-a compiled variant with that Inductor option changed. Prints tables, asserts nothing.
+a compiled variant with that Inductor option changed.
 """
 
 import argparse
@@ -31,21 +31,6 @@ from agents.double_dqn import DoubleDQN
 from envs.registry import build_env
 
 
-def parse_args() -> argparse.Namespace:
-    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
-    parser.add_argument("--rounds", type=int, default=40, help="rounds of each variant")
-    parser.add_argument("--calls", type=int, default=50, help="updates per round")
-    parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
-    parser.add_argument("--profile", action="store_true", help="torch.profiler's operators")
-    parser.add_argument("--acting", action="store_true", help="greedy actions after an update")
-    parser.add_argument("--flops", action="store_true", help="the update's rate of arithmetic")
-    parser.add_argument("--norms", action="store_true", help="eager with parameter-change norms")
-    parser.add_argument(
-        "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
-    )
-    return parser.parse_intermixed_args()
-
-
 def check_args(args: argparse.Namespace) -> None:
     """Quartiles need two rounds, a time per update one call, an option its value."""
     if args.rounds < 2:
@@ -62,8 +47,7 @@ def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
     consecutive frames of random play, random actions and rewards, a tenth terminal."""
     batch_size, history = cfg.train.batch_size, cfg.agent.history_length
     env = build_env(cfg.env, seed=int(generator.integers(2**31)))
-    frame, _ = env.reset()
-    frames = [frame]
+    frames = [env.reset()[0]]
     while len(frames) < 2 * batch_size + history - 1:
         frame, _, terminated, truncated, _ = env.step(int(generator.integers(env.action_space.n)))
         frames.append(frame)
@@ -99,9 +83,9 @@ def variants(cfg, args, num_actions: int, frame_shape: tuple) -> dict:
     return made
 
 
-def timed_rounds(made: dict, inputs: tuple, args, device: torch.device) -> dict:
+def timed_rounds(made: dict, inputs: tuple, args) -> dict:
     """µs per update of each variant, one figure per round."""
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    synchronize = torch.cuda.synchronize if inputs[0].is_cuda else lambda: None
     for step, _ in made.values():
         for _ in range(args.warmup):
             step(*inputs)
@@ -234,14 +218,24 @@ def table(seconds: dict) -> str:
 
 
 def main() -> None:
-    args = parse_args()
+    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of each variant")
+    parser.add_argument("--calls", type=int, default=50, help="updates per round")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
+    parser.add_argument("--profile", action="store_true", help="torch.profiler's operators")
+    parser.add_argument("--acting", action="store_true", help="greedy actions after an update")
+    parser.add_argument("--flops", action="store_true", help="the update's rate of arithmetic")
+    parser.add_argument("--norms", action="store_true", help="eager with parameter-change norms")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
+    )
+    args = parser.parse_intermixed_args()
     cfg, _ = configure(args.overrides, lambda cfg: check_args(args))
     loads = [os.getloadavg()]
     num_actions, frame_shape, arrays = random_play_batch(cfg, np.random.default_rng(cfg.seed))
     made = variants(cfg, args, num_actions, frame_shape)
-    device = next(iter(made.values()))[1].device
-    inputs = tuple(torch.from_numpy(array).to(device) for array in arrays)
-    seconds = timed_rounds(made, inputs, args, device)
+    inputs = tuple(torch.from_numpy(array).to(made["eager"][1].device) for array in arrays)
+    seconds = timed_rounds(made, inputs, args)
     loads.append(os.getloadavg())
     print(
         f"device {device_description(cfg)}, torch {torch.__version__}, "
