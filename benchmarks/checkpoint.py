@@ -7,26 +7,22 @@ A proportional replay of random 84x84 frames is saved as training saves it (Chec
 keep 2) every `--more` transitions: the first two saves write a whole frame copy each, the third
 brings the first copy up to date. A save is synchronous: its time is the training's stall. The
 newest checkpoint is then read back with its files evicted from the page cache, as on a fresh
-machine. RSS "peak" is the high-water mark during the phase. Each phase runs again into a
-second store with free checksums, for what the CRC-32s cost. Needs about 4 x 7 GB of disk in
-`--dir` at full size, and deletes what it wrote. Prints figures, asserts nothing.
+machine. Each phase runs again into a second store with free checksums, for what the CRC-32s
+cost. Needs about 4 x 7 GB of disk in `--dir` at full size, and deletes what it wrote.
 """
 
-import argparse
 import contextlib
 import io
 import os
 import resource
-import shutil
 import tempfile
-import threading
 import time
 import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from common import process_bytes
+from common import command_line, process_bytes, timed
 
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
@@ -61,38 +57,31 @@ def add_transitions(replay: ReplayBuffer, count: int, rng: np.random.Generator) 
 
 @contextlib.contextmanager
 def checksums(free: bool):
-    """The CRC-32s of `training.checkpoints`, timed (`seconds`: the time spent in them, in the
-    thread that hashes beside the writes and reads), or, `free`, made to cost nothing: every
-    one is 0, so the copies they check still read back."""
-    timer, lock = SimpleNamespace(seconds=0.0), threading.Lock()
-
-    def crc32(data) -> int:
-        start = time.perf_counter()
-        value = 0 if free else zlib.crc32(data)
-        with lock:
-            timer.seconds += time.perf_counter() - start
-        return value
-
+    """The CRC-32s of `training.checkpoints`, timed (the seconds of each, in the thread that
+    hashes beside the writes and reads), or, `free`, made to cost nothing: every one is 0, so
+    the copies they check still read back."""
+    seconds = []  # appended to from the hashing thread: list.append is atomic
+    crc32 = timed((lambda data: 0) if free else zlib.crc32, seconds.append)
     checkpoints.zlib = SimpleNamespace(crc32=crc32)
     checkpoints._zero_checksum.cache_clear()
     try:
-        yield timer
+        yield seconds
     finally:
         checkpoints.zlib = zlib
         checkpoints._zero_checksum.cache_clear()
 
 
-def with_and_without_checksums(what: str, timed, checked_first: bool) -> None:
-    """`timed(free)` (a save or a resume, its seconds) with the checksums and, into a second
+def with_and_without_checksums(what: str, phase, checked_first: bool) -> None:
+    """`phase(free)` (a save or a resume, its seconds) with the checksums and, into a second
     store, without them, in the order given: the first of two after a long write can pay for
     the other's writeback, so the order alternates."""
     seconds = {}
     for free in (False, True) if checked_first else (True, False):
         quiet = contextlib.redirect_stdout(io.StringIO()) if free else contextlib.nullcontext()
-        with checksums(free) as crc, quiet:
-            seconds[free] = timed(free)
+        with checksums(free) as crc_seconds, quiet:
+            seconds[free] = phase(free)
         if not free:
-            hashing = crc.seconds
+            hashing = sum(crc_seconds)
     share = 1 - seconds[True] / seconds[False]  # below 0 where the two differ by noise alone
     print(
         f"  {what}: CRC-32s {hashing:5.1f} s beside it; without them {seconds[True]:5.1f} s: "
@@ -124,32 +113,30 @@ def save(store: CheckpointStore, step: int, agent, replay, rng) -> str:
     return f"state file {path.stat().st_size / 1e6:5.0f} MB  "
 
 
-def resume(store: CheckpointStore, replay: ReplayBuffer) -> str:
-    """Read the newest checkpoint into the live replay, as `Training.start` does."""
-    payload = store.read_latest()
-    store.read_frames(payload, replay.storage.frames)
-    replay.load_state_dict(payload["state"]["replay"])
-    return ""
+def timed_resume(store: CheckpointStore, replay: ReplayBuffer) -> float:
+    """The seconds of reading the newest checkpoint into the live replay, as `Training.start`
+    does, its files first evicted from the page cache, as on a fresh machine."""
+    for path in store.directory.iterdir():
+        with open(path, "rb") as file:
+            os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
 
+    def resume() -> str:
+        payload = store.read_latest()
+        store.read_frames(payload, replay.storage.frames)
+        replay.load_state_dict(payload["state"]["replay"])
+        return ""
 
-def evict(directory: Path) -> None:
-    for path in directory.iterdir():
-        descriptor = os.open(path, os.O_RDONLY)
-        try:
-            os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(descriptor)
+    return timed_phase("resume from checkpoint 3 (page cache evicted)", resume)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = command_line(__doc__)
     parser.add_argument("--capacity", type=int, default=1_000_000)
     parser.add_argument("--more", type=int, default=250_000, help="transitions per period")
-    parser.add_argument("--dir", type=Path, default=None, help="default: a temporary directory")
+    parser.add_argument("--dir", type=Path, default=None, help="where its temporary directory goes")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="checkpoint-benchmark-", dir=args.dir))
     rng = np.random.default_rng(0)
-    try:
+    with tempfile.TemporaryDirectory(prefix="checkpoint-benchmark-", dir=args.dir) as directory:
         start = time.perf_counter()
         storage = FrameStorage(args.capacity, history_length=4, frame_shape=(84, 84))
         replay = ReplayBuffer(
@@ -166,7 +153,7 @@ def main() -> None:
             f"frames {storage.frames.nbytes / GB:.2f} GB, RSS {memory('VmRSS'):.2f} GB"
         )
         stores = {
-            free: CheckpointStore(root / ("unchecked" if free else "checkpoints"), keep=2)
+            free: CheckpointStore(Path(directory, "unchecked" if free else "checkpoints"), keep=2)
             for free in (False, True)
         }
         for step in (1, 2, 3):
@@ -179,19 +166,13 @@ def main() -> None:
                 ),
                 checked_first=step % 2 == 0,
             )
-
-        def timed_resume(free: bool) -> float:
-            evict(stores[free].directory)
-            what = "resume from checkpoint 3 (page cache evicted)"
-            return timed_phase(what, lambda: resume(stores[free], replay))
-
-        with_and_without_checksums("resume", timed_resume, checked_first=True)
+        with_and_without_checksums(
+            "resume", lambda free: timed_resume(stores[free], replay), checked_first=True
+        )
         usage = sum(p.stat().st_size for p in stores[False].directory.iterdir())
         print(f"disk used by the two checkpoints: {usage / GB:.2f} GB")
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GB
         print(f"peak RSS of the whole process (ru_maxrss): {peak:.2f} GB")
-    finally:
-        shutil.rmtree(root)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""What the benchmarks share: the checkout on the import path, timing, memory and tables."""
+"""What the benchmarks share: the checkout's path, command lines, timing, memory, tables."""
 
+import argparse
 import statistics
 import sys
 import time
@@ -7,15 +8,39 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the project runs from its checkout (docs/checkout.md)
+THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
+
+
+def command_line(doc: str, overrides: str = "") -> argparse.ArgumentParser:
+    """A benchmark's options: the first line of its docstring, then each option's default;
+    given `overrides`, Hydra overrides (KEY=VALUE...) for that run come first."""
+    parser = argparse.ArgumentParser(
+        description=doc.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    if overrides:
+        parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help=overrides)
+    return parser
+
+
+def timed(function, spent):
+    """`function`, handing the seconds of each of its calls to `spent`."""
+
+    def timed_function(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent(time.perf_counter() - start)
+
+    return timed_function
 
 
 def median_us(function, repeats: int) -> float:
     """The median µs of `repeats` calls of `function`."""
     times = []
+    call = timed(function, times.append)
     for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
+        call()
     return statistics.median(times) * 1e6
 
 

@@ -4,19 +4,17 @@
     python benchmarks/env_step.py --game breakout --steps 1000 --rounds 9
 
 One pre-drawn sequence of random actions, frame_skip 4; the rounds alternate the envs, so that
-a change of load hits both, and time `--steps` calls of `step` (not the resets). The floor: a
-bare ALEInterface, 4 `act` calls a step, no screen read. Then the lean env's processing, each
-operation alone on its buffers: what a step costs above the emulator. Asserts nothing.
+a change of load hits both. The floor: a bare ALEInterface, 4 `act` calls a step, no screen
+read; then what the lean env's processing costs above it.
 """
 
-import argparse
 import os
 import statistics
 import time
 
-import common  # noqa: F401 - puts the checkout on the import path
 import cv2
 import numpy as np
+from common import command_line, timed
 
 from envs.atari import make_env
 from envs.lean_atari import make_lean_env
@@ -24,14 +22,13 @@ from envs.lean_atari import make_lean_env
 
 def timed_steps(env, actions) -> float:
     """µs per `step` over `actions`, resets excluded."""
-    spent = 0.0
+    spent = []
+    step = timed(env.step, spent.append)
     for action in actions:
-        start = time.perf_counter()
-        _, _, terminated, truncated, _ = env.step(action)
-        spent += time.perf_counter() - start
+        _, _, terminated, truncated, _ = step(action)
         if terminated or truncated:
             env.reset()
-    return spent / len(actions) * 1e6
+    return sum(spent) / len(actions) * 1e6
 
 
 def timed_emulator(ale, ale_actions) -> float:
@@ -64,7 +61,7 @@ def processing_costs(env, steps: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--game", default="pong")
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)

@@ -9,11 +9,9 @@ table merged from the saved pieces.
 
 A piece is one of CONFIGURATIONS (the paper's config with one thing changed), measured by one
 benchmarks/throughput.py process, or `concurrent`: K runs of `exact` at once on the GPU, as
-`hydra/launcher=shared_gpu` runs a sweep. A piece past --piece-seconds is stopped and saves
-nothing; else it writes DIR/PIECE.json. `--set KEY=VALUE` overrides every run of the pieces,
-and the table gives a piece measured with other overrides a row of its own. The replay share is
-replay add + sample + update_priorities over the whole step; prioritized over uniform compares
-those rows of `exact` and `uniform`, not the totals, which differ by all else two processes do.
+`hydra/launcher=shared_gpu` runs a sweep (docs/gpu.md). The replay share is replay add +
+sample + update_priorities over the whole step; prioritized over uniform compares those rows
+of `exact` and `uniform`, not the totals, which differ by all else two processes do.
 """
 
 import argparse
@@ -27,9 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, markdown
+from common import THROUGHPUT, command_line, markdown
 
-THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
 CONFIGURATIONS = {  # name: (what changes from the paper's config, overrides)
     "exact": ("the paper's config", []),
     "uniform": ("uniform replay", ["replay=uniform"]),
@@ -44,10 +41,6 @@ CONCURRENT = "concurrent"
 PIECES = (*CONFIGURATIONS, CONCURRENT)
 REPLAY_ROWS = ("replay add", "learn: replay.sample", "learn: update_priorities")
 NETWORK = "nature"  # the pass of benchmarks/throughput.py with the configured network
-
-
-class PieceTooLong(Exception):
-    """A piece ran past its time limit; its runs were stopped."""
 
 
 def overrides_of(args, name: str, seed: int) -> list[str]:
@@ -66,70 +59,60 @@ def overrides_of(args, name: str, seed: int) -> list[str]:
     return list(by_key.values())
 
 
-def throughput_command(args, name: str, seed: int, ceiling: bool, json_path: Path) -> list[str]:
-    flags = [f"--steps={args.steps}", *([] if ceiling else ["--no-ceiling"])]
-    overrides = overrides_of(args, name, seed)
-    return [sys.executable, str(THROUGHPUT), *overrides, *flags, f"--json={json_path}"]
-
-
-def run_together(commands: list[list[str]], seconds: float, environment: dict) -> list[dict]:
-    """Each command's exit status and output, run at once, each in its own session; past
-    `seconds` every one is killed with what it started, and PieceTooLong raised."""
-    deadline = time.monotonic() + seconds
-    with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
-        logs = [Path(directory) / f"{index}.log" for index in range(len(commands))]
-        running = []
-        for command, log in zip(commands, logs, strict=True):
-            with log.open("w") as output:
-                running.append(
-                    subprocess.Popen(
-                        command,
-                        stdout=output,
-                        stderr=subprocess.STDOUT,
-                        env=environment,
-                        start_new_session=True,
-                    )
-                )
-        try:
-            for process in running:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for process in running:
-                if process.poll() is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-            raise PieceTooLong from None
-        return [
-            {"status": process.returncode, "output": log.read_text()}
-            for process, log in zip(running, logs, strict=True)
-        ]
+def run_together(commands: list[list[str]], logs: list[Path], seconds: float, env) -> list | None:
+    """Each command's exit status, run at once, each in its own session, its output in its log;
+    past `seconds` every one is killed with what it started, and None returned."""
+    deadline, running = time.monotonic() + seconds, []
+    for command, log in zip(commands, logs, strict=True):
+        with log.open("w") as output:
+            process = subprocess.Popen(
+                command, stdout=output, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        running.append(process)
+    try:
+        return [process.wait(timeout=max(0.0, deadline - time.monotonic())) for process in running]
+    except subprocess.TimeoutExpired:
+        for process in running:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        return None
 
 
 def run_piece(args, name: str) -> dict:
     """One piece, measured now: its record, as saved in DIR/PIECE.json."""
     concurrent = name == CONCURRENT
     count = args.concurrent if concurrent else 1
-    environment = dict(os.environ)
-    if concurrent:
-        environment["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // count))
-    started = time.monotonic()
+    threads = str(max(1, (os.cpu_count() or 1) // count))
+    env = dict(os.environ, OMP_NUM_THREADS=threads) if concurrent else None
+    configuration = "exact" if concurrent else name
+    flags = [f"--steps={args.steps}", *([] if name == "exact" else ["--no-ceiling"])]
+    started, runs = time.monotonic(), []
     with tempfile.TemporaryDirectory(prefix="gpu_figures_") as directory:
         figures = [Path(directory) / f"{seed}.json" for seed in range(count)]
-        configuration, ceiling = ("exact" if concurrent else name), name == "exact"
+        logs = [path.with_suffix(".log") for path in figures]
         commands = [
-            throughput_command(args, configuration, seed, ceiling, path)
+            [sys.executable, str(THROUGHPUT), *overrides_of(args, configuration, seed)]
+            + [*flags, f"--json={path}"]
             for seed, path in enumerate(figures)
         ]
-        runs = run_together(commands, args.piece_seconds, environment)
-        for run, path in zip(runs, figures, strict=True):
-            run["figures"] = json.loads(path.read_text()) if path.exists() else None
-    for index, run in enumerate(runs):
-        if run["status"]:
-            # The whole output: a failing run's last line is often the exit's noise.
-            print(run["output"], file=sys.stderr)
+        statuses = run_together(commands, logs, args.piece_seconds, env)
+        if statuses is None:
             raise SystemExit(
-                f"error: piece {name} failed: run {index} exited with status {run['status']}, "
-                "its output is above"
+                f"error: piece {name} ran past --piece-seconds={args.piece_seconds:g} and was "
+                "stopped; give fewer --steps or a smaller --capacity"
+            )
+        for index, (status, log, path) in enumerate(zip(statuses, logs, figures, strict=True)):
+            output = log.read_text()
+            if status:
+                # The whole output: a failing run's last line is often the exit's noise.
+                print(output, file=sys.stderr)
+                raise SystemExit(
+                    f"error: piece {name} failed: run {index} exited with status {status}, "
+                    "its output is above"
+                )
+            runs.append(
+                {"status": status, "output": output, "figures": json.loads(path.read_text())}
             )
     return {
         "piece": name,
@@ -147,13 +130,7 @@ def measure(args) -> None:
         if name == CONCURRENT and not args.concurrent:
             continue
         print(f"\n## {name}", flush=True)
-        try:
-            record = run_piece(args, name)
-        except PieceTooLong:
-            raise SystemExit(
-                f"error: piece {name} ran past --piece-seconds={args.piece_seconds:g} and was "
-                "stopped; give fewer --steps or a smaller --capacity"
-            ) from None
+        record = run_piece(args, name)
         for run in record["runs"]:
             print(run["output"], flush=True)
         (args.out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -166,15 +143,12 @@ Key = tuple[str, tuple[str, ...]]  # a saved piece: its name and its --set overr
 def saved_pieces(sources: list[Path]) -> dict[Key, dict]:
     """The pieces saved in `sources` (folders of PIECE.json, or such files), by name and
     overrides; where a piece was saved twice with the same overrides, the later source's."""
-    files = []
+    records = []
     for source in sources:
-        files += sorted(source.glob("*.json")) if source.is_dir() else [source]
-    records = [json.loads(path.read_text()) for path in files]
-    return {
-        (record["piece"], tuple(record["set"])): record
-        for record in records
-        if record.get("piece") in PIECES
-    }
+        files = sorted(source.glob("*.json")) if source.is_dir() else [source]
+        records += [json.loads(path.read_text()) for path in files]
+    pieces = (record for record in records if record.get("piece") in PIECES)
+    return {(record["piece"], tuple(record["set"])): record for record in pieces}
 
 
 def passes(record: dict) -> list[dict]:
@@ -205,16 +179,10 @@ def table(pieces: dict[Key, dict]) -> str:
             body.append([runs_at_once, each, "", "", ""])
             continue
         (figures,) = runs
+        rates = (figures[key] for key in ("steps_per_second", "steps_per_second_without_test"))
         share = replay_us(figures) / figures["total_us_per_step"]
-        body.append(
-            [
-                with_overrides(CONFIGURATIONS[name][0], overrides),
-                f"{figures['steps_per_second']:,.0f}",
-                f"{figures['steps_per_second_without_test']:,.0f}",
-                f"{figures['ms_per_update']:.2f}",
-                f"{100 * share:.1f} %",
-            ]
-        )
+        cells = [with_overrides(CONFIGURATIONS[name][0], overrides), *map("{:,.0f}".format, rates)]
+        body.append([*cells, f"{figures['ms_per_update']:.2f}", f"{100 * share:.1f} %"])
     head = ["configuration", "agent steps/s", "without the test", "ms per update"]
     devices = {run["figures"]["device"] for record in pieces.values() for run in record["runs"]}
     notes = [f"device: {', '.join(sorted(devices))}"]
@@ -232,13 +200,10 @@ def table(pieces: dict[Key, dict]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    parser.add_argument("--out", type=Path, help="folder for the pieces measured now")
-    parser.add_argument(
-        "--table", type=Path, nargs="+", metavar="SOURCE", help="only print the saved pieces"
-    )
+    parser = command_line(__doc__)
+    task = parser.add_mutually_exclusive_group(required=True)
+    task.add_argument("--out", type=Path, help="folder for the pieces measured now")
+    task.add_argument("--table", type=Path, nargs="+", metavar="SOURCE", help="saved pieces")
     parser.add_argument("--only", nargs="+", choices=PIECES, help="these pieces alone")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--concurrent", type=int, default=8, help="runs at once; 0: no piece")
@@ -247,8 +212,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--capacity", type=int, default=1_000_000, help="replay.capacity")
     parser.add_argument("--steps", type=int, default=20_000, help="agent steps timed per run")
     args = parser.parse_args(argv)
-    if (args.table is None) == (args.out is None):
-        parser.error("give either --out (measure) or --table (print saved pieces)")
     if args.concurrent < 0:
         parser.error(f"--concurrent must be >= 0, got {args.concurrent}")
     if any("=" not in override for override in args.set):

@@ -4,10 +4,9 @@ each, in alternating pairs of fresh processes on the same machine.
     python benchmarks/minatar_peer.py --peer ~/MinAtar/examples/dqn.py --pairs 3
 
 The peer ships in MinAtar's repository, not its package: give a checkout's file. It runs as
-written but for ε, at its final 0.1 from the first learning frame (as in this project's window),
-and it stops after its window: --frames updates (one a frame) after --warmup. This project's
-side is `benchmarks/throughput.py experiment=minatar_dqn threads=1 --no-ceiling` with the
-overrides given (replay=proportional unless one is). Prints a table, asserts nothing.
+written but for ε (docs/benchmarks.md) and stops after its window: --frames updates (one a
+frame) after --warmup. This project's side is `benchmarks/throughput.py experiment=minatar_dqn
+threads=1 --no-ceiling` with the overrides given (replay=proportional unless one is).
 """
 
 import argparse
@@ -20,9 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, markdown
+from common import ROOT, THROUGHPUT, command_line, markdown
 
-THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
 GAME = "breakout"  # configs/env/minatar.yaml's default
 
 
@@ -78,11 +76,8 @@ def peer_in_child(args) -> float:
     return float(done.stdout.split()[-1])
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="for this project's run")
+def main() -> None:
+    parser = command_line(__doc__, overrides="Hydra overrides for this project's run")
     parser.add_argument("--peer", type=Path, required=True, help="MinAtar's examples/dqn.py")
     parser.add_argument("--pairs", type=int, default=3, help="pairs of runs, alternated")
     parser.add_argument("--frames", type=int, default=5000, help="frames timed per run")
@@ -93,11 +88,6 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--peer {args.peer} is no file: give MinAtar's examples/dqn.py")
     if min(args.pairs, args.frames, args.warmup) < 1:
         parser.error("--pairs, --frames and --warmup must be positive")
-    return args
-
-
-def main() -> None:
-    args = parse_args()
     if args.peer_only:
         print(peer_frames_per_second(args.peer, args.frames, args.warmup))
         return

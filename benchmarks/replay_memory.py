@@ -10,24 +10,23 @@ Per sampler kind, on N random Atari-sized transitions in the storage `--eviction
 resident bytes per transition beside what the config check counts; µs to gather a fresh
 batch's states into a reused and into a fresh array; µs of `replay.sample` with
 `update_priorities`; ms of a training step (sample, `agent.learn`, `update_priorities`; `--steps
-0`: not measured). `--parts` adds where `sample+update`'s time goes (PARTS; "the rest" is the
-buffer's own code). Medians; compare ratios from one run. Prints figures, asserts nothing.
+0`: not measured). Medians; compare ratios from one run.
 
 `--samplers-alone` times the samplers without a memory, filled with the paper's priorities of
 random TD errors: `sample(32)`, the importance weights (normalized by the batch's maximum or
 the buffer's) and `update(32)` as the replay runs them, µs per batch by wall clock and CPU time
-(waiting for a core shows in the wall clock only), then each phase's median. The samplers take
-turns, repeat by repeat, so that a busy machine slows all of them alike.
+(waiting for a core shows in the wall clock only), then each phase's median.
 """
 
-import argparse
+import contextlib
 import dataclasses
 import os
 import time
 from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
-from common import markdown, median_us, process_bytes, row
+from common import command_line, markdown, median_us, process_bytes, row, timed
 
 import replay.buffer as buffer_module
 from agents.double_dqn import DoubleDQN
@@ -43,15 +42,12 @@ BATCH_SIZE, EXPONENT, EPSILON = 32, 0.5, 0.01  # the paper's
 ALONE = ("batch wall", "batch cpu", "buffer wall", "buffer cpu", "sample", "weights", "update")
 
 
-def filled_replay(
-    kind: str, eviction: str, capacity: int, rng: np.random.Generator
-) -> ReplayBuffer:
+def filled_replay(kind: str, eviction: str, size: int, rng: np.random.Generator) -> ReplayBuffer:
     """Random frames in episodes of 1000 steps, written through the storage's own API."""
-    storage = build_storage(eviction, capacity, HISTORY_LENGTH, (84, 84))
-    replay = ReplayBuffer(storage, SAMPLERS[kind](capacity, rng), batch_size=32, td_error_clip=1.0)
+    storage = build_storage(eviction, size, HISTORY_LENGTH, (84, 84))
+    replay = ReplayBuffer(storage, SAMPLERS[kind](size, rng), batch_size=32, td_error_clip=1.0)
     frames = rng.integers(0, 256, size=(97, 84, 84), dtype=np.uint8)
-    replay.start_episode(frames[0])
-    for step in range(1, capacity):
+    for step in range(size):
         if step % EPISODE_STEPS == 0:
             replay.start_episode(frames[step % 97])
         else:
@@ -78,13 +74,9 @@ def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict
     figures["checked"] = memory_bytes(1, (84, 84), frames_per_slot)
     batches = iter([replay.sampler.sample(32)[0] for _ in range(4000)])
     out = np.empty((64, HISTORY_LENGTH, 84, 84), dtype=np.uint8)
-    storage = replay.storage
-    figures["gather_reused"] = median_us(
-        lambda: storage.gather_transitions(next(batches), out), 2000
-    )
-    figures["gather_fresh"] = median_us(
-        lambda: storage.gather_transitions(next(batches), np.empty_like(out)), 2000
-    )
+    gather = replay.storage.gather_transitions
+    figures["gather_reused"] = median_us(lambda: gather(next(batches), out), 2000)
+    figures["gather_fresh"] = median_us(lambda: gather(next(batches), np.empty_like(out)), 2000)
     learned = SimpleNamespace(td_errors=rng.normal(size=32).astype(np.float32))
 
     def sample_and_update():
@@ -105,8 +97,8 @@ def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict
     return figures
 
 
-# The parts of `sample+update` timed by `--parts`: (name, owner, attributes); an owner is an
-# attribute of the replay, None for the replay itself, or a module.
+# The parts of `sample+update` timed by `--parts` ("the rest" is the buffer's own code): (name,
+# owner, attributes); an owner is an attribute of the replay, None for the replay, or a module.
 PARTS = (
     ("sampler.sample", "sampler", ("sample",)),
     ("importance weights", buffer_module, ("importance_weights",)),
@@ -119,40 +111,28 @@ PARTS = (
 
 def parts_us(replay: ReplayBuffer, sample_and_update, repeats: int) -> dict[str, float]:
     """Median µs per call of `sample_and_update` spent in each of PARTS, and the rest."""
-    spent, call, patches = {name: np.zeros(repeats) for name, _, _ in PARTS}, [0], []
-    for name, owner, attributes in PARTS:
-        owner = replay if owner is None else owner
-        owner = getattr(replay, owner) if isinstance(owner, str) else owner
-        patches += [(owner, attribute, getattr(owner, attribute), name) for attribute in attributes]
-    for owner, attribute, original, name in patches:
-        setattr(owner, attribute, timed(original, spent[name], call))
-    totals = np.zeros(repeats)
-    try:
+    spent, call, totals = {name: np.zeros(repeats) for name, _, _ in PARTS}, [0], np.zeros(repeats)
+    with contextlib.ExitStack() as patches:
+        for name, owner, attributes in PARTS:
+            owner = replay if owner is None else owner
+            owner = getattr(replay, owner) if isinstance(owner, str) else owner
+            for attribute in attributes:
+                part = timed_part(getattr(owner, attribute), spent[name], call)
+                patches.enter_context(mock.patch.object(owner, attribute, part))
         for index in range(repeats):
             call[0], start = index, time.perf_counter()
             sample_and_update()
             totals[index] = time.perf_counter() - start
-    finally:
-        for owner, attribute, original, _ in patches:
-            setattr(owner, attribute, original)
     spent["the rest"] = totals - sum(spent.values())
     return {name: float(np.median(seconds)) * 1e6 for name, seconds in spent.items()}
 
 
-def timed(part, seconds: np.ndarray, call: list[int]):
+def timed_part(part, seconds: np.ndarray, call: list[int]):
     """`part`, a function, adding its time to `seconds[call[0]]`; a priority signal, a copy
     whose `priorities` does (the signal is a frozen record that every replay shares)."""
     if isinstance(part, PrioritySignal):
-        return dataclasses.replace(part, priorities=timed(part.priorities, seconds, call))
-
-    def timed_part(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return part(*args, **kwargs)
-        finally:
-            seconds[call[0]] += time.perf_counter() - start
-
-    return timed_part
+        return dataclasses.replace(part, priorities=timed_part(part.priorities, seconds, call))
+    return timed(part, lambda elapsed: np.add.at(seconds, call[0], elapsed))
 
 
 def filled_sampler(kind: str, size: int):
@@ -160,9 +140,7 @@ def filled_sampler(kind: str, size: int):
     for slot in range(size):
         sampler.add(slot)
     td_errors = np.random.default_rng(1).standard_normal(size) * 0.5
-    for start in range(0, size, 4096):
-        slots = np.arange(start, min(start + 4096, size))
-        sampler.update(slots, td_error_priorities(td_errors[slots], EPSILON, 1.0))
+    sampler.update(np.arange(size), td_error_priorities(td_errors, EPSILON, 1.0))
     return sampler
 
 
@@ -198,7 +176,7 @@ def samplers_alone(args) -> str:
         for normalization in ("batch", "buffer"):
             sampler_steps(sampler, td_errors[: args.batches // 10], normalization)
     runs = {kind: [] for kind in samplers}
-    for _ in range(args.repeats):
+    for _ in range(args.repeats):  # in turns, so that a busy machine slows every sampler alike
         for kind, sampler in samplers.items():
             steps = [sampler_steps(sampler, td_errors, n) for n in ("batch", "buffer")]
             runs[kind].append(np.ravel(steps))
@@ -211,7 +189,7 @@ def samplers_alone(args) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--capacity", type=int, default=2**20)
     parser.add_argument("--eviction", choices=list(STORAGES), default="fifo")
     parser.add_argument("--steps", type=int, default=100, help="training steps timed per kind")

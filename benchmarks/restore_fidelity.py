@@ -5,21 +5,16 @@
 Emulator A (the sampler's replay env) plays a seeded reset and `depth` frames of seeded random
 minimal actions, each held 4 frames; it saves its states at frames depth - 1 and depth, then
 plays `--horizon` more frames, the truth. A fresh emulator B made like the evaluator's env
-(`make_env(noop_max=0)`, another seed, `reset()`) enters frame `depth` by a procedure and plays
-the same frames; a cell is the first frame where B's RAM / screen differ ('-': never).
-Procedures: `fresh` restores right after `reset()`; `primed` plays one NOOP frame first (unless
-the state is a reset's); `lead-in` is a primed restore of frame depth - 1, then that frame's
-action (what the evaluator does: `start_state_file.restore_start`); `lead-in+rng` the same
-with states cloned with their RNG (as `cloneSystemState` returns them: checked too). `over`:
-A's game had ended (ALE emulates nothing then). Prints a table, asserts nothing.
+(`make_env(noop_max=0)`, another seed, `reset()`) enters frame `depth` by each of PROCEDURES
+(docs/evaluation.md) and plays the same frames; a cell is the first frame where B's RAM / screen
+differ ('-': never). `over`: A's game had ended (ALE emulates nothing then).
 """
 
-import argparse
 import time
 
 import ale_py
 import numpy as np
-from common import markdown, row
+from common import command_line, markdown, row
 
 from envs.atari import make_env
 from envs.games import all_games, resolve_game
@@ -83,25 +78,23 @@ def probe(game: str, depth: int, horizon: int, seed: int) -> dict[str, str]:
             ale.act(int(prefix[frame - 1]))
         states["plain", frame] = ale.cloneState().serialize()
         states["rng", frame] = ale.cloneState(include_rng=True).serialize()
-    row = {"over": "over" if ale.game_over() else ""}
+    cells = {"over": "over" if ale.game_over() else ""}
     if ale.cloneSystemState().serialize() != states["rng", depth]:
-        row["over"] += " system-state differs from include_rng"
+        cells["over"] += " system-state differs from include_rng"
     stream = actions(minimal, horizon, seed + 2)
     truth = play(ale, stream)
     env.close()
     last = int(prefix[-1]) if depth else 0
     for procedure in PROCEDURES:
         copy = restored(game, states, procedure, depth, last, seed + 3)
-        rams, screens = play(copy.unwrapped.ale, stream)
+        played = play(copy.unwrapped.ale, stream)  # RAM and screens, as the truth's
         copy.close()
-        row[procedure] = (
-            f"{first_difference(rams, truth[0])} / {first_difference(screens, truth[1])}"
-        )
-    return row
+        cells[procedure] = " / ".join(map(first_difference, played, truth))
+    return cells
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = command_line(__doc__)
     parser.add_argument("--games", default=DEFAULT_GAMES, help="comma-separated game names")
     parser.add_argument("--all", action="store_true", help="all 57 games of the paper")
     parser.add_argument("--depths", default="0,1,100,600,1800", help="start depths in frames")

@@ -1,6 +1,5 @@
 """The run's config as train.py composes it, for the benchmarks that run its parts."""
 
-import argparse
 import os
 import sys
 
@@ -20,35 +19,19 @@ BENCHMARK_OVERRIDES = ("train.learning_start_steps=1000", "train.epsilon_decay_s
 CPU_CAPACITY = 100_000  # the paper's 1M transitions are 7 GB: too much for a quick CPU look
 
 
-def overrides_parser(description: str) -> argparse.ArgumentParser:
-    """A command line of Hydra overrides, as train.py's, and the options added to it."""
-    parser = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    parser.add_argument(
-        "overrides", nargs="*", metavar="KEY=VALUE", help="Hydra overrides, as for train.py"
-    )
-    return parser
-
-
-def compose_config(user: list[str]) -> tuple:
-    """The run's config as train.py sees it, with the benchmark's defaults for the keys the
-    command line leaves alone; returns it and every override applied."""
+def configure(user: list[str], check) -> tuple:
+    """The run's config as train.py sees it, the benchmark's defaults for the keys the command
+    line leaves alone, and every override applied; an error in it or from `check(cfg)` exits
+    with one line, status 2. Then torch's threads and malloc are set as train.py sets them."""
     given = {override.split("=", 1)[0].lstrip("+~") for override in user}
     overrides = [o for o in BENCHMARK_OVERRIDES if o.split("=", 1)[0] not in given] + user
-    with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    if resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
-        cfg.replay.capacity = CPU_CAPACITY
-        overrides.append(f"replay.capacity={CPU_CAPACITY}")
-    return validate_config(cfg), overrides
-
-
-def configure(user: list[str], check) -> tuple:
-    """`compose_config`, then `check(cfg)`; either's error exits with one line, status 2.
-    Then torch's threads and malloc are set as train.py sets them."""
     try:
-        cfg, overrides = compose_config(user)
+        with initialize_config_dir(str(ROOT / "configs"), version_base="1.3"):
+            cfg = compose("config", overrides=overrides)
+        if resolve_device(cfg.agent.device).type == "cpu" and "replay.capacity" not in given:
+            cfg.replay.capacity = CPU_CAPACITY
+            overrides.append(f"replay.capacity={CPU_CAPACITY}")
+        cfg = validate_config(cfg)
         check(cfg)
     except (ValueError, HydraException) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -4,17 +4,12 @@
     python benchmarks/throughput.py replay=uniform agent.device=cuda replay.capacity=1000000
     python benchmarks/throughput.py experiment=minatar_dqn replay=proportional threads=1
 
-The run is built as train.py builds it, its replay prefilled to capacity; `--steps` steps of
-`Training.run` from WARMUP steps past learning start are timed by wrapping the components'
-methods (COMPONENTS); bookkeeping is the rest. Evaluation: one short periodic test, scaled to
-the config's cadence (with the evaluation worker, only saving the agent for it). No checkpoint
-is written. The ceiling: the same loop with a trivial network. On CUDA "waiting for the
-update" is the time the host was blocked on it; the action chosen right behind an update waits
-for it too, so part of that wait shows in the act row. `--sync` synchronizes CUDA around every
-timed call. Prints tables, asserts nothing.
+The run is built as train.py builds it; `--steps` steps of `Training.run` from WARMUP steps
+past learning start are timed by wrapping the components' methods (COMPONENTS), bookkeeping is
+the rest. On CUDA "waiting for the update" is the time the host was blocked on it; the action
+chosen right behind an update waits for it too, so part of that wait shows in the act row.
 """
 
-import argparse
 import contextlib
 import dataclasses
 import gc
@@ -29,8 +24,8 @@ from unittest import mock
 
 import numpy as np
 import torch
-from common import load_averages, markdown
-from run_config import configure, device_description, overrides_parser
+from common import command_line, load_averages, markdown, timed
+from run_config import configure, device_description
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
@@ -83,15 +78,14 @@ class TrivialQNetwork(nn.Module):
 
 
 class Meter:
-    """Seconds and calls per row inside the timed window. It also stands in for the loop's
+    """The seconds of each call per row inside the timed window. It also stands in for the loop's
     StopRequest: the loop reads `signal` once before every step, which is where the window
     opens after the warm-up and where the run stops after the window."""
 
     def __init__(self, first: int, last: int, sync: torch.device | None):
         self.first, self.last = first, last
         self.synchronize = (lambda: torch.cuda.synchronize(sync)) if sync else lambda: None
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.calls: dict[str, int] = defaultdict(int)
+        self.seconds: dict[str, list[float]] = defaultdict(list)
         self.training: Training | None = None
         self.counting, self.opened, self.closed = False, None, None
 
@@ -107,18 +101,17 @@ class Meter:
     def wrap(self, owner, name: str, row: str) -> None:
         original = getattr(owner, name)
 
-        def timed(*args, **kwargs):
+        def metered(*args, **kwargs):
             if not self.counting:
                 return original(*args, **kwargs)
             self.synchronize()
             start = time.perf_counter()
             result = original(*args, **kwargs)
             self.synchronize()
-            self.seconds[row] += time.perf_counter() - start
-            self.calls[row] += 1
+            self.seconds[row].append(time.perf_counter() - start)
             return result
 
-        setattr(owner, name, timed)
+        setattr(owner, name, metered)
 
 
 def prefill(replay, count: int, num_actions: int) -> None:
@@ -153,39 +146,33 @@ def scaled_test_us(training: Training, frames: int) -> float:
     evaluation = dataclasses.replace(training.cfg.evaluation, frames=min(frames, full_frames))
     cfg = dataclasses.replace(training.cfg, evaluation=evaluation)
     test = PeriodicTest(cfg, training.run_dir, np.random.default_rng(0))
-    played, play, agent = [0.0], protocols._play, training.parts.agent
-
-    def timed_play(*args, **kwargs):
-        start = time.perf_counter()
-        result = play(*args, **kwargs)
-        played[0] += time.perf_counter() - start
-        return result
-
+    played, agent = [], training.parts.agent
     writer = SummaryWriter(str(training.run_dir / "benchmark_test"))
-    with mock.patch.object(protocols, "_play", timed_play), contextlib.closing(writer):
+    with (
+        mock.patch.object(protocols, "_play", timed(protocols._play, played.append)),
+        contextlib.closing(writer),
+        contextlib.closing(test),
+    ):
         if test.in_worker:
-            try:
-                test.request(agent, test.period_steps, writer)
-                start = time.perf_counter()
-                test.request(agent, 2 * test.period_steps, writer)
-                return (time.perf_counter() - start) / test.period_steps * 1e6
-            finally:
-                test.close()
+            test.request(agent, test.period_steps, writer)
+            start = time.perf_counter()
+            test.request(agent, 2 * test.period_steps, writer)
+            return (time.perf_counter() - start) / test.period_steps * 1e6
         start = time.perf_counter()
         test.run(agent, training.step, writer)
         total = time.perf_counter() - start
-    per_test = played[0] * full_frames / cfg.evaluation.frames + total - played[0]
+    per_test = sum(played) * full_frames / cfg.evaluation.frames + total - sum(played)
     return per_test / test.period_steps * 1e6
 
 
 def figures(meter: Meter, steps: int, test_us: float) -> dict:
     seconds, cpu_seconds = (meter.closed[clock] - meter.opened[clock] for clock in (0, 1))
-    rows = {row: meter.seconds[row] / steps * 1e6 for row, _, _ in COMPONENTS}
+    rows = {row: sum(meter.seconds[row]) / steps * 1e6 for row, _, _ in COMPONENTS}
     loop_us = seconds / steps * 1e6
     rows["bookkeeping"] = loop_us - sum(rows.values())
     rows["evaluation"] = test_us
-    updates = meter.calls["learn: agent.start_learning"]
-    agent_seconds = sum(meter.seconds[row] for row in AGENT_ROWS)
+    updates = len(meter.seconds["learn: agent.start_learning"])
+    agent_seconds = sum(sum(meter.seconds[row]) for row in AGENT_ROWS)
     return {
         "us_per_step": rows,
         "total_us_per_step": loop_us + test_us,
@@ -207,7 +194,7 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
         mock.patch.object(networks, "NETWORKS", {**networks.NETWORKS, cfg.agent.network: network}),
     ):
         run_dir, parts = Path(directory), build(cfg)
-        try:
+        with contextlib.closing(parts.env):
             prefill(parts.replay, cfg.replay.capacity, parts.agent.num_actions)
             cuda = parts.agent.device if parts.agent.device.type == "cuda" else None
             first = cfg.train.learning_start_steps + WARMUP
@@ -218,10 +205,7 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
             instrument(training, meter)
             training.start(None)
             training.run()
-            result = figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
-        finally:
-            parts.env.close()
-    return result
+            return figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
 
 
 def check_window(cfg, steps: int) -> None:
@@ -235,16 +219,6 @@ def check_window(cfg, steps: int) -> None:
         )
     if last // period > first // period:
         raise ValueError(f"a periodic test (every {period:,} steps) falls in the window")
-
-
-def parse_args() -> argparse.Namespace:
-    parser = overrides_parser(__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
-    parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
-    parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
-    parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
-    return parser.parse_intermixed_args()
 
 
 def header(cfg, args, overrides: list[str], loads: list) -> str:
@@ -282,7 +256,13 @@ def tables(passes: dict) -> str:
 
 
 def main() -> None:
-    args = parse_args()
+    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
+    parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
+    parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
+    parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
+    parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
+    args = parser.parse_intermixed_args()
     cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args.steps))
     loads = [os.getloadavg()]
     candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}

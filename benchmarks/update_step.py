@@ -7,11 +7,8 @@
 Each variant is the config's learner, built from the run's seed, updating on one batch of
 random play. The variants take turns in rounds of `--calls` updates, in alternating order; the
 table gives each one's µs per update (median and quartiles over the rounds) and its ratio to
-eager's in the same round, the steadier figure on a machine whose load drifts. `--option
-KEY=VALUE` adds a compiled variant with that Inductor option changed; `--norms` an eager one
-with the parameter-change norms (`replay.priority_signal=parameter_change`). `--profile`,
-`--acting` and `--flops` add tables: torch.profiler's operators, a greedy action right after
-an update, and the update's rate of arithmetic. Prints tables, asserts nothing.
+eager's in the same round, the steadier figure on a machine whose load drifts. `--option` adds
+a compiled variant with that Inductor option changed.
 """
 
 import argparse
@@ -24,29 +21,14 @@ import time
 import numpy as np
 import torch
 import yaml
-from common import load_averages, markdown, median_us
-from run_config import configure, device_description, overrides_parser
+from common import command_line, load_averages, markdown, median_us, timed
+from run_config import configure, device_description
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from agents.compilation import CompiledUpdate
 from agents.double_dqn import DoubleDQN
 from envs.registry import build_env
-
-
-def parse_args() -> argparse.Namespace:
-    parser = overrides_parser(__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=40, help="rounds of each variant")
-    parser.add_argument("--calls", type=int, default=50, help="updates per round")
-    parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
-    parser.add_argument("--profile", action="store_true", help="operators' times per variant")
-    parser.add_argument("--acting", action="store_true", help="an action after an update")
-    parser.add_argument("--flops", action="store_true", help="the update's rate of operations")
-    parser.add_argument("--norms", action="store_true", help="the parameter-change norms too")
-    parser.add_argument(
-        "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
-    )
-    return parser.parse_intermixed_args()
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -65,8 +47,7 @@ def random_play_batch(cfg, generator: np.random.Generator) -> tuple:
     consecutive frames of random play, random actions and rewards, a tenth terminal."""
     batch_size, history = cfg.train.batch_size, cfg.agent.history_length
     env = build_env(cfg.env, seed=int(generator.integers(2**31)))
-    frame, _ = env.reset()
-    frames = [frame]
+    frames = [env.reset()[0]]
     while len(frames) < 2 * batch_size + history - 1:
         frame, _, terminated, truncated, _ = env.step(int(generator.integers(env.action_space.n)))
         frames.append(frame)
@@ -102,9 +83,9 @@ def variants(cfg, args, num_actions: int, frame_shape: tuple) -> dict:
     return made
 
 
-def timed_rounds(made: dict, inputs: tuple, args, device: torch.device) -> dict:
+def timed_rounds(made: dict, inputs: tuple, args) -> dict:
     """µs per update of each variant, one figure per round."""
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
+    synchronize = torch.cuda.synchronize if inputs[0].is_cuda else lambda: None
     for step, _ in made.values():
         for _ in range(args.warmup):
             step(*inputs)
@@ -144,17 +125,14 @@ def acting_table(made: dict, inputs: tuple, state: np.ndarray, args) -> str:
     times = {name: {column: [] for column in columns} for name in made}
     for _ in range(args.rounds):
         for name, (step, learner) in made.items():
-            act, spent = learner.policy.act, times[name]
+            greedy = functools.partial(learner.policy.act, state, 0.0)
+            after, second, alone = (timed(greedy, times[name][column].append) for column in columns)
             for _ in range(args.calls):
                 step(*inputs)
-                for column in columns[:2]:
-                    start = time.perf_counter()
-                    act(state, 0.0)
-                    spent[column].append(time.perf_counter() - start)
+                after()
+                second()
             for _ in range(args.calls):
-                start = time.perf_counter()
-                act(state, 0.0)
-                spent[columns[2]].append(time.perf_counter() - start)
+                alone()
     body = [
         [name, *(f"{np.median(spent[column]) * 1e6:,.0f}" for column in columns)]
         for name, spent in times.items()
@@ -162,18 +140,9 @@ def acting_table(made: dict, inputs: tuple, state: np.ndarray, args) -> str:
     return markdown(["variant, µs per action", *columns], body)
 
 
-# The operators FlopCounterMode counts in an update: its matrix products and convolutions.
-PRODUCTS = {
-    torch.ops.aten.mm.default,
-    torch.ops.aten.addmm.default,
-    torch.ops.aten.bmm.default,
-    torch.ops.aten.convolution.default,
-    torch.ops.aten.convolution_backward.default,
-}
-
-
 class ProductRecorder(TorchDispatchMode):
-    """Keeps every product an update calls, with copies of its operands, to call again."""
+    """Keeps every operator FlopCounterMode counts (an update's matrix products and
+    convolutions) with copies of its operands, to call again."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -181,7 +150,7 @@ class ProductRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in PRODUCTS:
+        if func._overloadpacket in flop_registry:
             copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
             self.calls.append((func, copies, kwargs))
         return func(*args, **kwargs)
@@ -249,14 +218,24 @@ def table(seconds: dict) -> str:
 
 
 def main() -> None:
-    args = parse_args()
+    parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
+    parser.add_argument("--rounds", type=int, default=40, help="rounds of each variant")
+    parser.add_argument("--calls", type=int, default=50, help="updates per round")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed updates per variant")
+    parser.add_argument("--profile", action="store_true", help="torch.profiler's operators")
+    parser.add_argument("--acting", action="store_true", help="greedy actions after an update")
+    parser.add_argument("--flops", action="store_true", help="the update's rate of arithmetic")
+    parser.add_argument("--norms", action="store_true", help="eager with parameter-change norms")
+    parser.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="an Inductor option"
+    )
+    args = parser.parse_intermixed_args()
     cfg, _ = configure(args.overrides, lambda cfg: check_args(args))
     loads = [os.getloadavg()]
     num_actions, frame_shape, arrays = random_play_batch(cfg, np.random.default_rng(cfg.seed))
     made = variants(cfg, args, num_actions, frame_shape)
-    device = next(iter(made.values()))[1].device
-    inputs = tuple(torch.from_numpy(array).to(device) for array in arrays)
-    seconds = timed_rounds(made, inputs, args, device)
+    inputs = tuple(torch.from_numpy(array).to(made["eager"][1].device) for array in arrays)
+    seconds = timed_rounds(made, inputs, args)
     loads.append(os.getloadavg())
     print(
         f"device {device_description(cfg)}, torch {torch.__version__}, "
