@@ -1,24 +1,10 @@
 """The launcher of `hydra/launcher=local_parallel` and `shared_gpu`: hydra-joblib-launcher's
 jobs, `n_jobs` at a time (joblib's threads), each in a worker process of its own (loky's),
-made to stop as one train.py run stops.
-
-SIGTERM or SIGINT to the sweep's process, from the end of the sweep's checks on, or to one of
-its workers, stops the whole sweep, and so does a worker that dies (killed by the
-out-of-memory killer, say):
-
-- the sweep's process starts no further job and sends SIGTERM to every worker, so that each
-  running job's loop finishes its step, writes its checkpoint and says so (SIGTERM whatever
-  the signal: a terminal's Ctrl-C reaches the workers too, and a second SIGINT would stop them
-  without a checkpoint); a job that has not reached its loop yet ends there, untrained;
-- the sweep's process prints one line, what stopped the sweep and the command that resumes
-  it, and exits: 0 after SIGTERM (as train.py does: a scheduler's stop, honoured, counts as
-  done), 130 after SIGINT, 1 if a job failed or its worker died. Every worker has ended by
-  then; each run has ended its evaluation worker.
-
-Running that command again resumes every unfinished job from its checkpoint; a finished one
-says so and changes nothing. A second SIGINT to the sweep's process stops at once: it kills
-the workers, and each of their jobs resumes from its last periodic checkpoint. A job that
-fails does not stop the others: the sweep names it and exits 1 after the last job.
+made to stop as one train.py run stops. A SIGTERM or SIGINT to the sweep's process (from the
+end of the sweep's checks on) or to one of its workers, or a worker that dies, stops every
+running job with its checkpoint and starts no further one; the sweep ends once every worker
+has, in one line with the command that resumes it (docs/sweeps.md, "Stopping and resuming a
+local sweep"). A job that fails does not stop the others.
 """
 
 import contextlib
@@ -41,7 +27,7 @@ from joblib import Parallel, cpu_count, delayed, effective_n_jobs, parallel_conf
 from joblib.externals.loky import BrokenProcessPool, ProcessPoolExecutor
 from omegaconf import DictConfig
 
-from launch.sweep_checks import STOP_SIGNALS, job_label, sweep_command
+from launch.sweep_checks import STOP_STATUS, job_labels, sweep_command
 
 log = logging.getLogger(__name__)
 # Settings this launcher fixes: threads that each wait for one job's worker, one job per task,
@@ -85,7 +71,7 @@ class WorkerStop:
     def install(self) -> None:
         """A worker records a stop from its start on, instead of dying of it."""
         self.sweep_process = os.getppid()
-        for signum in STOP_SIGNALS:
+        for signum in STOP_STATUS:
             signal.signal(signum, self.record)
 
     def record(self, signum, frame) -> None:
@@ -120,10 +106,13 @@ def run_job(number: int, overrides: Sequence[str], *context) -> JobOutcome:
     back after the job."""
     if worker_stop.signal is not None:
         return JobOutcome(number, NOT_STARTED, stop_signal=worker_stop.signal)
-    handlers = {signum: signal.signal(signum, WorkerStop.interrupt) for signum in STOP_SIGNALS}
+    handlers = {signum: signal.signal(signum, WorkerStop.interrupt) for signum in STOP_STATUS}
     try:
         job_return = execute_job(number, overrides, *context)
-        outcome = _returned(number, job_return)
+        outcome = JobOutcome(number, FINISHED, job_return=job_return)
+        if job_return.status != JobStatus.COMPLETED:
+            error = job_return._return_value  # the exception; `return_value` would raise it
+            outcome = JobOutcome(number, FAILED, failure=f"{type(error).__name__}: {error}")
     except StoppedBeforeItsLoop as stop:
         outcome = JobOutcome(number, NOT_STARTED, stop_signal=stop.signal)
     except SystemExit as end:
@@ -158,7 +147,7 @@ def run_alone(
     except BrokenProcessPool:
         worker.join()
         code = worker.exitcode
-        if -code in STOP_SIGNALS:  # a stop before its handlers (`start_worker`): no job began
+        if -code in STOP_STATUS:  # a stop before its handlers (`start_worker`): no job began
             outcome = JobOutcome(number, NOT_STARTED, stop_signal=-code)
         else:
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
@@ -170,22 +159,13 @@ def run_alone(
     return outcome
 
 
-def _returned(number: int, job_return: JobReturn) -> JobOutcome:
-    if job_return.status == JobStatus.COMPLETED:
-        return JobOutcome(number, FINISHED, job_return=job_return)
-    error = job_return._return_value  # the exception; `return_value` would raise it
-    return JobOutcome(number, FAILED, failure=f"{type(error).__name__}: {error}")
-
-
 def _exited(number: int, code) -> JobOutcome:
-    """train.py exits 0 once a SIGTERM's stop is checkpointed and 130 after a SIGINT's
-    (`report_stop`); any other exit is the run's own end (refused, failed), said on its
-    stderr."""
+    """train.py exits with its stop's status (`STOP_STATUS`) once the stop is checkpointed;
+    any other exit is the run's own end (refused, failed), said on its stderr."""
     status = 0 if code is None else code if isinstance(code, int) else 1
-    if status == 0:
-        return JobOutcome(number, STOPPED, stop_signal=signal.SIGTERM)
-    if status == 130:
-        return JobOutcome(number, STOPPED, stop_signal=signal.SIGINT)
+    stopped_by = {stop_status: signum for signum, stop_status in STOP_STATUS.items()}
+    if status in stopped_by:
+        return JobOutcome(number, STOPPED, stop_signal=stopped_by[status])
     return JobOutcome(number, FAILED, failure=f"exit status {status}")
 
 
@@ -197,8 +177,10 @@ def _signal_workers(signum: int) -> None:
 
 class SweepStop:
     """The sweep's process: the first stop request, from a signal or from a job that was
-    stopped or whose worker died, passed on to every worker as SIGTERM. A second SIGINT stops
-    at once: the workers are killed."""
+    stopped or whose worker died, passed on to every worker as SIGTERM whatever the signal (a
+    terminal's Ctrl-C reaches the workers too, and a second SIGINT would stop them without a
+    checkpoint). A second SIGINT to the sweep's process stops at once: the workers are
+    killed."""
 
     def __init__(self, sweep_dir: Path):
         self.signal: int | None = None
@@ -206,7 +188,7 @@ class SweepStop:
 
     def install(self) -> None:
         """For the rest of the sweep's process."""
-        for signum in STOP_SIGNALS:
+        for signum in STOP_STATUS:
             signal.signal(signum, self._handle)
 
     def request(self, signum: int) -> None:
@@ -225,7 +207,7 @@ class SweepStop:
                 f"they resume from their last checkpoints with: {sweep_command(self.sweep_dir)}",
                 file=sys.stderr,
             )
-            sys.exit(130)
+            sys.exit(STOP_STATUS[signal.SIGINT])
         self.request(signum)
 
 
@@ -235,13 +217,6 @@ def worker_environment(n_jobs: int) -> dict:
     if "OMP_NUM_THREADS" in os.environ:
         return {}
     return {"OMP_NUM_THREADS": str(max(1, cpu_count() // effective_n_jobs(n_jobs)))}
-
-
-def parallel_arguments(settings: dict) -> dict:
-    """joblib.Parallel's arguments from the launcher's settings (`hydra.launcher`)."""
-    arguments = {key: value for key, value in settings.items() if key not in FIXED_SETTINGS}
-    process_joblib_cfg(arguments)
-    return {**arguments, "pre_dispatch": "n_jobs", "batch_size": 1}
 
 
 class StoppableJoblibLauncher(JoblibLauncher):
@@ -263,18 +238,15 @@ class StoppableJoblibLauncher(JoblibLauncher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = self.stop.sweep_dir
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        arguments = parallel_arguments(self.joblib)
+        arguments = {key: v for key, v in self.joblib.items() if key not in FIXED_SETTINGS}
+        process_joblib_cfg(arguments)
+        arguments.update(pre_dispatch="n_jobs", batch_size=1)
         shown = ",".join(f"{key}={value}" for key, value in arguments.items())
         log.info(f"Joblib.Parallel({shown}) is launching {len(job_overrides)} jobs")
         log.info(f"Launching jobs, sweep output dir : {sweep_dir}")
         jobs = dict(enumerate(job_overrides, start=initial_job_idx))
         for number, overrides in jobs.items():
             log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
-        outcomes = self._run(jobs, arguments)
-        return conclude(jobs, outcomes, self.stop.signal, sweep_dir)
-
-    def _run(self, jobs: dict, arguments: dict) -> dict:
-        """Every job's outcome by its number; a job never sent (after a stop) has none."""
         context = (self.hydra_context, self.config, self.task_function, Singleton.get_state())
         env = worker_environment(arguments["n_jobs"])
         calls = (  # read as joblib sends each job, so none is sent after a stop
@@ -282,13 +254,13 @@ class StoppableJoblibLauncher(JoblibLauncher):
             for number, overrides in jobs.items()
             if self.stop.signal is None
         )
-        outcomes = {}
+        outcomes = {}  # a job never sent (after a stop) has none
         with parallel_config(backend="threading"):
             parallel = Parallel(**arguments, return_as="generator_unordered")
             with contextlib.closing(parallel(calls)) as ended:
                 for outcome in ended:
                     outcomes[outcome.number] = outcome
-        return outcomes
+        return conclude(jobs, outcomes, self.stop.signal, sweep_dir)
 
 
 def conclude(
@@ -300,11 +272,10 @@ def conclude(
     states = {n: outcomes[n].state if n in outcomes else NOT_STARTED for n in jobs}
     if stop_signal is None and set(states.values()) == {FINISHED}:
         return [outcomes[number].job_return for number in jobs]
-    shared = set.intersection(*(set(overrides) for overrides in jobs.values()))
+    labels = job_labels(jobs)
     for number, state in states.items():
         if state == FAILED:
-            label = job_label(number, list(jobs[number]), shared)
-            print(f"error: {label} failed: {outcomes[number].failure}", file=sys.stderr)
+            print(f"error: {labels[number]} failed: {outcomes[number].failure}", file=sys.stderr)
     counts = [
         f"{sum(s == state for s in states.values())} {state}"
         for state in (STOPPED, NOT_STARTED, FAILED, DIED, FINISHED)
@@ -313,12 +284,11 @@ def conclude(
     how = "ended" if stop_signal is None else f"stopped by {signal.Signals(stop_signal).name}"
     died = [number for number, state in states.items() if state == DIED]
     if died:
-        label = job_label(died[0], list(jobs[died[0]]), shared)
-        how = f"stopped: the worker of {label} died ({outcomes[died[0]].failure})"
+        how = f"stopped: the worker of {labels[died[0]]} died ({outcomes[died[0]].failure})"
     print(
         f"sweep {how} (jobs: {', '.join(counts)}); resume with: {sweep_command(sweep_dir)}",
         file=sys.stderr,
     )
     if FAILED in states.values() or died:
         sys.exit(1)
-    sys.exit(130 if stop_signal == signal.SIGINT else 0)
+    sys.exit(STOP_STATUS.get(stop_signal, 0))
