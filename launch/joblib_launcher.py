@@ -68,12 +68,6 @@ class WorkerStop:
         self.signal: int | None = None
         self.sweep_process: int | None = None  # in a worker: the process that started it
 
-    def install(self) -> None:
-        """A worker records a stop from its start on, instead of dying of it."""
-        self.sweep_process = os.getppid()
-        for signum in STOP_STATUS:
-            signal.signal(signum, self.record)
-
     def record(self, signum, frame) -> None:
         self.signal = signum
         self.end_if_orphaned()
@@ -95,8 +89,11 @@ worker_stop = WorkerStop()
 
 
 def start_worker() -> None:
-    """loky's initializer: a function, pickled by name (a bound method would carry a copy)."""
-    worker_stop.install()
+    """loky's initializer (a function, pickled by name: a bound method would carry a copy): a
+    worker records a stop from its start on, instead of dying of it."""
+    worker_stop.sweep_process = os.getppid()
+    for signum in STOP_STATUS:
+        signal.signal(signum, worker_stop.record)
 
 
 def run_job(number: int, overrides: Sequence[str], *context) -> JobOutcome:
@@ -116,7 +113,13 @@ def run_job(number: int, overrides: Sequence[str], *context) -> JobOutcome:
     except StoppedBeforeItsLoop as stop:
         outcome = JobOutcome(number, NOT_STARTED, stop_signal=stop.signal)
     except SystemExit as end:
-        outcome = _exited(number, end.code)
+        # train.py exits with its stop's status (`STOP_STATUS`) once the stop is checkpointed;
+        # any other exit is the run's own end (refused, failed), said on its stderr.
+        status = 0 if end.code is None else end.code if isinstance(end.code, int) else 1
+        stopped_by = {exit_status: signum for signum, exit_status in STOP_STATUS.items()}
+        outcome = JobOutcome(number, FAILED, failure=f"exit status {status}")
+        if status in stopped_by:
+            outcome = JobOutcome(number, STOPPED, stop_signal=stopped_by[status])
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -159,16 +162,6 @@ def run_alone(
     return outcome
 
 
-def _exited(number: int, code) -> JobOutcome:
-    """train.py exits with its stop's status (`STOP_STATUS`) once the stop is checkpointed;
-    any other exit is the run's own end (refused, failed), said on its stderr."""
-    status = 0 if code is None else code if isinstance(code, int) else 1
-    stopped_by = {stop_status: signum for signum, stop_status in STOP_STATUS.items()}
-    if status in stopped_by:
-        return JobOutcome(number, STOPPED, stop_signal=stopped_by[status])
-    return JobOutcome(number, FAILED, failure=f"exit status {status}")
-
-
 def _signal_workers(signum: int) -> None:
     for worker in multiprocessing.active_children():  # loky's workers
         with contextlib.suppress(ProcessLookupError):
@@ -186,11 +179,6 @@ class SweepStop:
         self.signal: int | None = None
         self.sweep_dir = sweep_dir
 
-    def install(self) -> None:
-        """For the rest of the sweep's process."""
-        for signum in STOP_STATUS:
-            signal.signal(signum, self._handle)
-
     def request(self, signum: int) -> None:
         """The stop is recorded before the workers are told: a worker started meanwhile is
         told by its own thread (`run_alone`)."""
@@ -199,7 +187,7 @@ class SweepStop:
         self.signal = signum
         _signal_workers(signal.SIGTERM)
 
-    def _handle(self, signum, frame) -> None:
+    def handle(self, signum, frame) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
             _signal_workers(signal.SIGKILL)
             print(
@@ -229,7 +217,8 @@ class StoppableJoblibLauncher(JoblibLauncher):
         stop is the sweep's (`SweepStop`), which its `launch` reads."""
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         self.stop = SweepStop(Path(str(config.hydra.sweep.dir)))
-        self.stop.install()
+        for signum in STOP_STATUS:  # for the rest of the sweep's process
+            signal.signal(signum, self.stop.handle)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
