@@ -1,24 +1,10 @@
 """The launcher of `hydra/launcher=local_parallel` and `shared_gpu`: hydra-joblib-launcher's
 jobs, `n_jobs` at a time (joblib's threads), each in a worker process of its own (loky's),
-made to stop as one train.py run stops.
-
-SIGTERM or SIGINT to the sweep's process, from the end of the sweep's checks on, or to one of
-its workers, stops the whole sweep, and so does a worker that dies (killed by the
-out-of-memory killer, say):
-
-- the sweep's process starts no further job and sends SIGTERM to every worker, so that each
-  running job's loop finishes its step, writes its checkpoint and says so (SIGTERM whatever
-  the signal: a terminal's Ctrl-C reaches the workers too, and a second SIGINT would stop them
-  without a checkpoint); a job that has not reached its loop yet ends there, untrained;
-- the sweep's process prints one line, what stopped the sweep and the command that resumes
-  it, and exits: 0 after SIGTERM (as train.py does: a scheduler's stop, honoured, counts as
-  done), 130 after SIGINT, 1 if a job failed or its worker died. Every worker has ended by
-  then; each run has ended its evaluation worker.
-
-Running that command again resumes every unfinished job from its checkpoint; a finished one
-says so and changes nothing. A second SIGINT to the sweep's process stops at once: it kills
-the workers, and each of their jobs resumes from its last periodic checkpoint. A job that
-fails does not stop the others: the sweep names it and exits 1 after the last job.
+made to stop as one train.py run stops. A SIGTERM or SIGINT to the sweep's process (from the
+end of the sweep's checks on) or to one of its workers, or a worker that dies, stops every
+running job with its checkpoint and starts no further one; the sweep ends once every worker
+has, in one line with the command that resumes it (docs/sweeps.md, "Stopping and resuming a
+local sweep"). A job that fails does not stop the others.
 """
 
 import contextlib
@@ -41,7 +27,7 @@ from joblib import Parallel, cpu_count, delayed, effective_n_jobs, parallel_conf
 from joblib.externals.loky import BrokenProcessPool, ProcessPoolExecutor
 from omegaconf import DictConfig
 
-from launch.sweep_checks import STOP_SIGNALS, job_label, sweep_command
+from launch.sweep_checks import STOP_STATUS, job_labels, sweep_command
 
 log = logging.getLogger(__name__)
 # Settings this launcher fixes: threads that each wait for one job's worker, one job per task,
@@ -82,12 +68,6 @@ class WorkerStop:
         self.signal: int | None = None
         self.sweep_process: int | None = None  # in a worker: the process that started it
 
-    def install(self) -> None:
-        """A worker records a stop from its start on, instead of dying of it."""
-        self.sweep_process = os.getppid()
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, self.record)
-
     def record(self, signum, frame) -> None:
         self.signal = signum
         self.end_if_orphaned()
@@ -109,8 +89,11 @@ worker_stop = WorkerStop()
 
 
 def start_worker() -> None:
-    """loky's initializer: a function, pickled by name (a bound method would carry a copy)."""
-    worker_stop.install()
+    """loky's initializer (a function, pickled by name: a bound method would carry a copy): a
+    worker records a stop from its start on, instead of dying of it."""
+    worker_stop.sweep_process = os.getppid()
+    for signum in STOP_STATUS:
+        signal.signal(signum, worker_stop.record)
 
 
 def run_job(number: int, overrides: Sequence[str], *context) -> JobOutcome:
@@ -120,14 +103,23 @@ def run_job(number: int, overrides: Sequence[str], *context) -> JobOutcome:
     back after the job."""
     if worker_stop.signal is not None:
         return JobOutcome(number, NOT_STARTED, stop_signal=worker_stop.signal)
-    handlers = {signum: signal.signal(signum, WorkerStop.interrupt) for signum in STOP_SIGNALS}
+    handlers = {signum: signal.signal(signum, WorkerStop.interrupt) for signum in STOP_STATUS}
     try:
         job_return = execute_job(number, overrides, *context)
-        outcome = _returned(number, job_return)
+        outcome = JobOutcome(number, FINISHED, job_return=job_return)
+        if job_return.status != JobStatus.COMPLETED:
+            error = job_return._return_value  # the exception; `return_value` would raise it
+            outcome = JobOutcome(number, FAILED, failure=f"{type(error).__name__}: {error}")
     except StoppedBeforeItsLoop as stop:
         outcome = JobOutcome(number, NOT_STARTED, stop_signal=stop.signal)
     except SystemExit as end:
-        outcome = _exited(number, end.code)
+        # train.py exits with its stop's status (`STOP_STATUS`) once the stop is checkpointed;
+        # any other exit is the run's own end (refused, failed), said on its stderr.
+        status = 0 if end.code is None else end.code if isinstance(end.code, int) else 1
+        stopped_by = {exit_status: signum for signum, exit_status in STOP_STATUS.items()}
+        outcome = JobOutcome(number, FAILED, failure=f"exit status {status}")
+        if status in stopped_by:
+            outcome = JobOutcome(number, STOPPED, stop_signal=stopped_by[status])
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -158,7 +150,7 @@ def run_alone(
     except BrokenProcessPool:
         worker.join()
         code = worker.exitcode
-        if -code in STOP_SIGNALS:  # a stop before its handlers (`start_worker`): no job began
+        if -code in STOP_STATUS:  # a stop before its handlers (`start_worker`): no job began
             outcome = JobOutcome(number, NOT_STARTED, stop_signal=-code)
         else:
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
@@ -170,25 +162,6 @@ def run_alone(
     return outcome
 
 
-def _returned(number: int, job_return: JobReturn) -> JobOutcome:
-    if job_return.status == JobStatus.COMPLETED:
-        return JobOutcome(number, FINISHED, job_return=job_return)
-    error = job_return._return_value  # the exception; `return_value` would raise it
-    return JobOutcome(number, FAILED, failure=f"{type(error).__name__}: {error}")
-
-
-def _exited(number: int, code) -> JobOutcome:
-    """train.py exits 0 once a SIGTERM's stop is checkpointed and 130 after a SIGINT's
-    (`report_stop`); any other exit is the run's own end (refused, failed), said on its
-    stderr."""
-    status = 0 if code is None else code if isinstance(code, int) else 1
-    if status == 0:
-        return JobOutcome(number, STOPPED, stop_signal=signal.SIGTERM)
-    if status == 130:
-        return JobOutcome(number, STOPPED, stop_signal=signal.SIGINT)
-    return JobOutcome(number, FAILED, failure=f"exit status {status}")
-
-
 def _signal_workers(signum: int) -> None:
     for worker in multiprocessing.active_children():  # loky's workers
         with contextlib.suppress(ProcessLookupError):
@@ -197,17 +170,14 @@ def _signal_workers(signum: int) -> None:
 
 class SweepStop:
     """The sweep's process: the first stop request, from a signal or from a job that was
-    stopped or whose worker died, passed on to every worker as SIGTERM. A second SIGINT stops
-    at once: the workers are killed."""
+    stopped or whose worker died, passed on to every worker as SIGTERM whatever the signal (a
+    terminal's Ctrl-C reaches the workers too, and a second SIGINT would stop them without a
+    checkpoint). A second SIGINT to the sweep's process stops at once: the workers are
+    killed."""
 
     def __init__(self, sweep_dir: Path):
         self.signal: int | None = None
         self.sweep_dir = sweep_dir
-
-    def install(self) -> None:
-        """For the rest of the sweep's process."""
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, self._handle)
 
     def request(self, signum: int) -> None:
         """The stop is recorded before the workers are told: a worker started meanwhile is
@@ -217,7 +187,7 @@ class SweepStop:
         self.signal = signum
         _signal_workers(signal.SIGTERM)
 
-    def _handle(self, signum, frame) -> None:
+    def handle(self, signum, frame) -> None:
         if signum == signal.SIGINT and self.signal == signal.SIGINT:
             _signal_workers(signal.SIGKILL)
             print(
@@ -225,7 +195,7 @@ class SweepStop:
                 f"they resume from their last checkpoints with: {sweep_command(self.sweep_dir)}",
                 file=sys.stderr,
             )
-            sys.exit(130)
+            sys.exit(STOP_STATUS[signal.SIGINT])
         self.request(signum)
 
 
@@ -235,13 +205,6 @@ def worker_environment(n_jobs: int) -> dict:
     if "OMP_NUM_THREADS" in os.environ:
         return {}
     return {"OMP_NUM_THREADS": str(max(1, cpu_count() // effective_n_jobs(n_jobs)))}
-
-
-def parallel_arguments(settings: dict) -> dict:
-    """joblib.Parallel's arguments from the launcher's settings (`hydra.launcher`)."""
-    arguments = {key: value for key, value in settings.items() if key not in FIXED_SETTINGS}
-    process_joblib_cfg(arguments)
-    return {**arguments, "pre_dispatch": "n_jobs", "batch_size": 1}
 
 
 class StoppableJoblibLauncher(JoblibLauncher):
@@ -254,7 +217,8 @@ class StoppableJoblibLauncher(JoblibLauncher):
         stop is the sweep's (`SweepStop`), which its `launch` reads."""
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         self.stop = SweepStop(Path(str(config.hydra.sweep.dir)))
-        self.stop.install()
+        for signum in STOP_STATUS:  # for the rest of the sweep's process
+            signal.signal(signum, self.stop.handle)
 
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
@@ -263,18 +227,15 @@ class StoppableJoblibLauncher(JoblibLauncher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = self.stop.sweep_dir
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        arguments = parallel_arguments(self.joblib)
+        arguments = {key: v for key, v in self.joblib.items() if key not in FIXED_SETTINGS}
+        process_joblib_cfg(arguments)
+        arguments.update(pre_dispatch="n_jobs", batch_size=1)
         shown = ",".join(f"{key}={value}" for key, value in arguments.items())
         log.info(f"Joblib.Parallel({shown}) is launching {len(job_overrides)} jobs")
         log.info(f"Launching jobs, sweep output dir : {sweep_dir}")
         jobs = dict(enumerate(job_overrides, start=initial_job_idx))
         for number, overrides in jobs.items():
             log.info(f"\t#{number} : {' '.join(filter_overrides(overrides))}")
-        outcomes = self._run(jobs, arguments)
-        return conclude(jobs, outcomes, self.stop.signal, sweep_dir)
-
-    def _run(self, jobs: dict, arguments: dict) -> dict:
-        """Every job's outcome by its number; a job never sent (after a stop) has none."""
         context = (self.hydra_context, self.config, self.task_function, Singleton.get_state())
         env = worker_environment(arguments["n_jobs"])
         calls = (  # read as joblib sends each job, so none is sent after a stop
@@ -282,13 +243,13 @@ class StoppableJoblibLauncher(JoblibLauncher):
             for number, overrides in jobs.items()
             if self.stop.signal is None
         )
-        outcomes = {}
+        outcomes = {}  # a job never sent (after a stop) has none
         with parallel_config(backend="threading"):
             parallel = Parallel(**arguments, return_as="generator_unordered")
             with contextlib.closing(parallel(calls)) as ended:
                 for outcome in ended:
                     outcomes[outcome.number] = outcome
-        return outcomes
+        return conclude(jobs, outcomes, self.stop.signal, sweep_dir)
 
 
 def conclude(
@@ -300,11 +261,10 @@ def conclude(
     states = {n: outcomes[n].state if n in outcomes else NOT_STARTED for n in jobs}
     if stop_signal is None and set(states.values()) == {FINISHED}:
         return [outcomes[number].job_return for number in jobs]
-    shared = set.intersection(*(set(overrides) for overrides in jobs.values()))
+    labels = job_labels(jobs)
     for number, state in states.items():
         if state == FAILED:
-            label = job_label(number, list(jobs[number]), shared)
-            print(f"error: {label} failed: {outcomes[number].failure}", file=sys.stderr)
+            print(f"error: {labels[number]} failed: {outcomes[number].failure}", file=sys.stderr)
     counts = [
         f"{sum(s == state for s in states.values())} {state}"
         for state in (STOPPED, NOT_STARTED, FAILED, DIED, FINISHED)
@@ -313,12 +273,11 @@ def conclude(
     how = "ended" if stop_signal is None else f"stopped by {signal.Signals(stop_signal).name}"
     died = [number for number, state in states.items() if state == DIED]
     if died:
-        label = job_label(died[0], list(jobs[died[0]]), shared)
-        how = f"stopped: the worker of {label} died ({outcomes[died[0]].failure})"
+        how = f"stopped: the worker of {labels[died[0]]} died ({outcomes[died[0]].failure})"
     print(
         f"sweep {how} (jobs: {', '.join(counts)}); resume with: {sweep_command(sweep_dir)}",
         file=sys.stderr,
     )
     if FAILED in states.values() or died:
         sys.exit(1)
-    sys.exit(130 if stop_signal == signal.SIGINT else 0)
+    sys.exit(STOP_STATUS.get(stop_signal, 0))

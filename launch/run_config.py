@@ -56,8 +56,7 @@ def check_run_directory(run_dir: Path, cfg: DictConfig) -> None:
     existing = OmegaConf.to_container(load_stored_config(path))
     existing.pop("resume", None)
     found = differences(existing, config_record(cfg))
-    for key in CHANGEABLE_ON_RESUME:
-        found.pop(key, None)
+    found = {key: both for key, both in found.items() if key not in CHANGEABLE_ON_RESUME}
     if found:
         key, (there, here) = next(iter(found.items()))
         raise RunDirectoryError(
@@ -139,10 +138,7 @@ def record_start(run_dir: Path, step: int) -> None:
 def note_existing_directories(run_dir: Path) -> None:
     """Note, before Hydra makes `run_dir`, the deepest of it and its ancestors that exists."""
     run_dir = run_dir.absolute()
-    existing = run_dir
-    while not existing.exists():
-        existing = existing.parent
-    _EXISTED[run_dir] = existing
+    _EXISTED[run_dir] = next(path for path in (run_dir, *run_dir.parents) if path.exists())
 
 
 class NoteExistingDirectories(Callback):
@@ -173,20 +169,6 @@ def remove_created_directories(run_dir: Path) -> None:
         directory = directory.parent
 
 
-def check_replay_group(cfg: DictConfig, group: str | None) -> None:
-    """A fresh run's replay.kind must be the sampler of the replay group it composed: a kind
-    set alone would run one sampler with another's α, β and step size."""
-    if group is None:
-        return
-    kind = OmegaConf.select(cfg, "replay.kind")
-    sampler_class(kind)  # a kind no sampler has is refused as such
-    if kind != group:
-        raise ValueError(
-            f"replay.kind={kind} is not allowed with replay={group}: choose the sampler and "
-            f"its settings together with replay={kind}"
-        )
-
-
 def check_run(
     cfg: DictConfig, run_dir: Path, replay_group: str | None, this_machine: bool = True
 ) -> tuple[Run, bool]:
@@ -200,8 +182,16 @@ def check_run(
     whatever its checkpoints (deleted to free the disk, or two left by a stop in its last
     step's cleanup); resuming it would only rewrite its results. A refusal is a one-line
     ValueError."""
-    if cfg.resume is None:
-        check_replay_group(cfg, replay_group)
+    if cfg.resume is None and replay_group is not None:
+        # A fresh run's replay.kind must be the sampler of the replay group it composed: a
+        # kind set alone would run one sampler with another's α, β and step size.
+        kind = OmegaConf.select(cfg, "replay.kind")
+        sampler_class(kind)  # a kind no sampler has is refused as such
+        if kind != replay_group:
+            raise ValueError(
+                f"replay.kind={kind} is not allowed with replay={replay_group}: choose the "
+                f"sampler and its settings together with replay={kind}"
+            )
     settings = validate_config(cfg)
     run = RunDirectory(run_dir)
     done = run.final_snapshot.is_file()

@@ -3,6 +3,7 @@ already running: before Hydra creates anything, once the run directory exists, a
 machine must give a run whose settings are valid (its cores, GPUs, memory and disk, from the
 sizes its replay and files will have)."""
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -118,18 +119,14 @@ def check_machine(run: Run) -> None:
         allowed = f"auto or an integer from 1 to {cores} (the cores this process may use)"
         raise refusal("threads", threads, allowed)
     device = resolve_device(run.agent.device)
-    if run.replay.device != "cpu" and not _learners_cuda_device(run.replay.device, device):
-        raise refusal("replay.device", run.replay.device, DEVICE.allowed)
+    if run.replay.device != "cpu":
+        # The replay's frames may sit on the learner's GPU, where its batches are gathered.
+        replay_device = None
+        with contextlib.suppress(ValueError):  # not a device name, or no such GPU
+            replay_device = resolve_device(run.replay.device)
+        if device.type != "cuda" or replay_device != device:
+            raise refusal("replay.device", run.replay.device, DEVICE.allowed)
     check_pipelined(run.agent.pipelined, device)
-
-
-def _learners_cuda_device(name: str, learners: torch.device) -> bool:
-    """The replay's frames may sit on the learner's GPU, where its batches are gathered."""
-    try:
-        device = resolve_device(name)
-    except ValueError:  # not a device name, or no such GPU
-        return False
-    return device.type == "cuda" and device == learners
 
 
 def check_memory(run: Run) -> None:
@@ -162,22 +159,16 @@ STATE_NETWORKS, SNAPSHOT_NETWORKS = 4, 6
 MOST_ACTIONS = 18
 
 
-def network_bytes(run: Run) -> int:
-    """What one copy of the agent's network occupies (built without memory, on the meta
-    device), with the largest head any game needs."""
-    env = environment_kind(run.env.kind)
-    with torch.device("meta"):
-        network = build_network(
-            run.agent.network, MOST_ACTIONS, run.agent.history_length, env.frame_shape(run.env)
-        )
-    return sum(p.numel() * p.element_size() for p in network.parameters())
-
-
 def run_disk_bytes(run: Run, checkpoints: int | None = None) -> int:
     """About what a run's files occupy at most: `checkpoints` checkpoints (each a copy of the
     replay and a state file, whose networks dominate at small capacities; `checkpoint.keep`
     while it runs, one once it has finished) and its snapshots."""
-    networks = network_bytes(run)
+    env = environment_kind(run.env.kind)
+    with torch.device("meta"):  # one copy of the network, built without memory
+        network = build_network(
+            run.agent.network, MOST_ACTIONS, run.agent.history_length, env.frame_shape(run.env)
+        )
+    networks = sum(p.numel() * p.element_size() for p in network.parameters())
     state = replay_bytes(run) + STATE_NETWORKS * networks
     kept = run.checkpoint.keep if checkpoints is None else checkpoints
     return kept * state + SNAPSHOT_NETWORKS * networks
@@ -194,9 +185,7 @@ def disk_needs(run: Run, checkpoints: Path) -> tuple[int, int, Path]:
     # What the files occupy, not their length: a frame copy is sparse until the ring fills.
     files = checkpoints.iterdir() if checkpoints.is_dir() else ()
     existing = sum(path.stat().st_blocks * 512 for path in files)
-    place = checkpoints
-    while not place.exists():
-        place = place.parent
+    place = next(path for path in (checkpoints, *checkpoints.parents) if path.exists())
     running, finished = (run_disk_bytes(run, kept) - existing for kept in (None, 1))
     return max(0, running), max(0, finished), place
 

@@ -1,16 +1,10 @@
 """A sweep's jobs, checked together before the first one starts, and their directory names.
 
-`SweepChecks` is a Hydra callback (`hydra.callbacks` in configs/config.yaml). Before the
-sweeper creates anything, it takes the sweep's jobs from Hydra's basic sweeper, composes each
-job's config as the launcher will, and checks each as train.py will, then the jobs together
-(no two one run, the disk for all). A bad job ends the sweep with one line naming the job and
-the key, exit status 2 (1 for a config Hydra cannot compose, as for a single run), and
-nothing written; so does a SIGTERM (status 0) or SIGINT (130) during the checks. Each job still
-checks itself when it starts: what depends on the machine (cores, GPUs, memory, disk) is
-checked here only for launchers that run the jobs on this machine.
-
-`job_directory_name` names a job's directory (`hydra.sweep.subdir`) after its overrides, and
-`name_jobs_by_varied_keys` leaves out of those names the keys every job of the sweep sets alike.
+`SweepChecks` (a Hydra callback: `hydra.callbacks` in configs/config.yaml) checks every job of
+the sweep as train.py will, then the jobs together, before the sweeper creates anything
+(docs/sweeps.md); each job still checks itself when it starts. `job_directory_name` names a
+job's directory (`hydra.sweep.subdir`) after the overrides the sweep varies
+(`name_jobs_by_varied_keys`).
 """
 
 import copy
@@ -42,7 +36,9 @@ from training.settings import Run
 # Launchers that run every job on the machine that starts the sweep, by their names in
 # `hydra/launcher=...`: Hydra's own, joblib's, the project's and submitit's local one.
 LOCAL_LAUNCHERS = ("basic", "joblib", "local_parallel", "shared_gpu", "submitit_local")
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A stop's exit status, as train.py's (`report_stop`): a scheduler's stop, honoured, counts as
+# done.
+STOP_STATUS = {signal.SIGTERM: 0, signal.SIGINT: 130}
 # The longest job directory name, in bytes: file systems allow 255, eCryptfs home directories
 # about 143.
 NAME_BYTES = 120
@@ -158,10 +154,15 @@ def repeated_values(config: DictConfig) -> str:
     )
 
 
-def job_label(number: int, overrides: list[str], shared: set[str]) -> str:
-    """`job N (the overrides that tell it from the sweep's other jobs)`."""
-    varied = [override for override in overrides if override not in shared] or overrides
-    return f"job {number} ({' '.join(varied)})"
+def job_labels(jobs: dict[int, Sequence[str]]) -> dict[int, str]:
+    """Each job's `job N (the overrides that tell it from the sweep's other jobs)`, by its
+    number."""
+    shared = set.intersection(*(set(overrides) for overrides in jobs.values()))
+    labels = {}
+    for number, overrides in jobs.items():
+        varied = [override for override in overrides if override not in shared] or overrides
+        labels[number] = f"job {number} ({' '.join(varied)})"
+    return labels
 
 
 @dataclass(frozen=True)
@@ -237,26 +238,25 @@ def check_sweep(config: DictConfig, jobs: list[list[str]]) -> list[Path]:
     together; HydraException for one Hydra cannot compose. Returns
     the runs in the sweep directory that no job is named for (another sweep's, or this one's
     under other names: a key that starts or stops varying renames the jobs)."""
-    shared = set.intersection(*(set(job) for job in jobs))
+    labels = job_labels(dict(enumerate(jobs)))
     this_machine = config.hydra.runtime.choices.get("hydra/launcher") in LOCAL_LAUNCHERS
     loader = GlobalHydra.instance().config_loader()
     checked: list[CheckedJob] = []
     for number, overrides in enumerate(jobs):
-        label = job_label(number, overrides, shared)
         try:
             job = loader.load_sweep_config(config, overrides)
         except (HydraException, OmegaConfBaseException) as error:
             # Hydra's message on one line, without the config search path it appends.
             message = " ".join(str(error).split("\nConfig search path")[0].split())
-            raise HydraException(f"{label}: {message}") from None
+            raise HydraException(f"{labels[number]}: {message}") from None
         with open_dict(job):
             job.hydra.job.num = number
         try:
             job = check_job(job, this_machine)
         except ValueError as error:
-            raise SweepRefused(f"{label}: {error_line(error)}") from None
+            raise SweepRefused(f"{labels[number]}: {error_line(error)}") from None
         for other, earlier in enumerate(checked):
-            both = f"{label} and {job_label(other, jobs[other], shared)}"
+            both = f"{labels[number]} and {labels[other]}"
             if job.record == earlier.record:
                 mine = " ".join(o for o in overrides if o not in jobs[other])
                 theirs = " ".join(o for o in jobs[other] if o not in overrides)
@@ -301,9 +301,9 @@ class SweepChecks(Callback):
                 f"{sweep_command(Path(config.hydra.sweep.dir))}",
                 file=sys.stderr,
             )
-            sys.exit(130 if signum == signal.SIGINT else 0)
+            sys.exit(STOP_STATUS[signum])
 
-        handlers = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+        handlers = {signum: signal.signal(signum, stop) for signum in STOP_STATUS}
         try:
             jobs = sweep_jobs(config)
             if jobs is None:

@@ -14,7 +14,7 @@
 set -euo pipefail
 
 DIR=${SLURM_CLUSTER_DIR:-/var/lib/per-atari-slurm}
-CONF=$DIR/slurm.conf
+export SLURM_CONF=$DIR/slurm.conf
 CLUSTER=per-atari
 PARTITION=debug
 NODE=localnode
@@ -61,18 +61,14 @@ node() {
 }
 
 write_configs() {
-  cat >"$CONF" <<EOF
+  cat >"$SLURM_CONF" <<EOF
 ClusterName=$CLUSTER
 SlurmctldHost=$(hostname -s)(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
 # cred_expire is also how long a requeued job waits before it may start again (120 s by
 # default); the tests update the requeued job's start time instead, as an admin would.
 AuthInfo=socket=$DIR/munge.socket
-CredType=cred/munge
 StateSaveLocation=$DIR/slurmctld
 SlurmdSpoolDir=$DIR/slurmd
 SlurmctldPidFile=$DIR/slurmctld.pid
@@ -81,18 +77,14 @@ SlurmctldLogFile=$DIR/slurmctld.log
 SlurmdLogFile=$DIR/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
 # The MUNGE socket for talking to slurmdbd (AuthInfo's is for the rest).
 AccountingStoragePass=$DIR/munge.socket
-JobCompType=jobcomp/none
-SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
-MpiDefault=none
 MailProg=/bin/true
 PlugStackConfig=$DIR/plugstack.conf
 NodeName=$NODE NodeHostname=$(hostname -s) NodeAddr=127.0.0.1 $(node) State=UNKNOWN
@@ -100,12 +92,10 @@ PartitionName=$PARTITION Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
   : >"$DIR/plugstack.conf"
   cat >"$DIR/slurmdbd.conf" <<EOF
-AuthType=auth/munge
 AuthInfo=socket=$DIR/munge.socket
 DbdHost=localhost
 DbdAddr=127.0.0.1
 DbdPort=$DBD_PORT
-SlurmUser=root
 PidFile=$DIR/slurmdbd.pid
 LogFile=$DIR/slurmdbd.log
 StorageType=accounting_storage/mysql
@@ -141,13 +131,12 @@ start_database() {
 
 start_slurm() {
   mkdir -p "$DIR/slurmctld" "$DIR/slurmd"
-  export SLURM_CONF=$CONF
   slurmdbd  # reads slurmdbd.conf beside $SLURM_CONF
   wait_for slurmdbd "$DIR/slurmdbd.log" 30 sacctmgr --noheader show cluster
   sacctmgr --immediate add cluster "$CLUSTER" >/dev/null
-  slurmctld -f "$CONF"
+  slurmctld -f "$SLURM_CONF"
   wait_for slurmctld "$DIR/slurmctld.log" 30 scontrol ping
-  slurmd -f "$CONF" -N "$NODE"
+  slurmd -f "$SLURM_CONF" -N "$NODE"
   wait_for slurmd "$DIR/slurmd.log" 30 sh -c "sinfo --noheader --responding -o %t | grep -qx idle"
 }
 
@@ -168,29 +157,22 @@ up() {
   start_database
   start_slurm
   trap - EXIT
-  log "up in ${SECONDS} s: partition $PARTITION, node $NODE ($(node)); export SLURM_CONF=$CONF"
+  log "up in ${SECONDS} s: partition $PARTITION, node $NODE ($(node)); export SLURM_CONF=$SLURM_CONF"
 }
 
-# Stop the daemon whose pid file is $1 (only that process) and wait for it to exit.
+# Stop the daemon whose pid file is $1 (only that process) and wait up to 10 s for it to exit.
 stop() {
-  local pidfile=$1 pid
-  [ -f "$pidfile" ] || return 0
-  pid=$(cat "$pidfile")
+  local pid
+  pid=$(cat "$1" 2>/dev/null) || return 0
   kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
+  timeout 10 tail --pid="$pid" -s 0.1 -f /dev/null || kill -KILL "$pid" 2>/dev/null || true
 }
 
 down() {
   [ -e "$DIR" ] || return 0
-  if [ -f "$DIR/slurmctld.pid" ] && SLURM_CONF=$CONF scontrol ping >/dev/null 2>&1; then
+  if [ -f "$DIR/slurmctld.pid" ] && scontrol ping >/dev/null 2>&1; then
     # This cluster's own jobs only: the tests' sweeps, if a failed test left any running.
-    SLURM_CONF=$CONF squeue --noheader -o %A | sort -u | while read -r job; do
-      SLURM_CONF=$CONF scancel "$job" || true
-    done
+    squeue --noheader -o %A | sort -u | xargs -r scancel || true
   fi
   for daemon in slurmd slurmctld slurmdbd mariadbd munged; do
     stop "$DIR/$daemon.pid"
@@ -200,9 +182,7 @@ down() {
 }
 
 case ${1:-} in
-up) up ;;
-down) down ;;
-node) node ;;
+up | down | node) "$1" ;;
 *)
   echo "usage: $0 up|down|node" >&2
   exit 2

@@ -2,6 +2,7 @@
 hydra_plugins namespace when any Hydra app starts, and the launchers that run the project's
 sweeps need an optional extra (`joblib`, `slurm`). Each is imported when a sweep uses it."""
 
+import importlib
 from collections.abc import Sequence
 
 from hydra.core.utils import JobReturn
@@ -12,21 +13,20 @@ from omegaconf import DictConfig
 
 class DeferredLauncher(Launcher):
     """Keeps the launcher's parameters; `setup` (once the sweep is checked, before its
-    sweeper creates anything) builds `implementation()` with them and sets it up, and
-    `launch` hands it the sweep."""
+    sweeper creates anything) imports `implementation`, builds it with them and sets it up,
+    and `launch` hands it the sweep."""
+
+    implementation: str  # the launcher's class, by its import path
 
     def __init__(self, **params) -> None:
         self.params = params
         self.launcher: Launcher | None = None
 
-    @staticmethod
-    def implementation() -> type[Launcher]:
-        raise NotImplementedError
-
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
     ) -> None:
-        self.launcher = self.implementation()(**self.params)
+        module, name = self.implementation.rsplit(".", 1)
+        self.launcher = getattr(importlib.import_module(module), name)(**self.params)
         self.launcher.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def launch(

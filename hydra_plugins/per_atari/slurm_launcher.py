@@ -3,14 +3,8 @@ launch.slurm_launcher's, imported only when a sweep uses it (Hydra imports this 
 the start of every run of train.py, which finds it in the checkout, and it needs the `slurm`
 extra)."""
 
-from hydra.plugins.launcher import Launcher
-
 from hydra_plugins.per_atari.deferred_launcher import DeferredLauncher
 
 
 class SlurmLauncher(DeferredLauncher):
-    @staticmethod
-    def implementation() -> type[Launcher]:
-        from launch.slurm_launcher import PreemptibleSlurmLauncher
-
-        return PreemptibleSlurmLauncher
+    implementation = "launch.slurm_launcher.PreemptibleSlurmLauncher"
