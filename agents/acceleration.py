@@ -1,6 +1,5 @@
-"""The CUDA corner, which only a CUDA learner or policy imports: page-locked staging, CUDA
-graphs that give way to the eager call whenever they cannot be trusted (docs/gpu.md), the
-learner's updates on a stream of their own, and greedy actions."""
+"""The CUDA corner, which only a CUDA learner or policy imports: page-locked staging, CUDA graphs
+that give way to the eager call where untrusted (docs/gpu.md), the updates' stream, acting."""
 
 from __future__ import annotations
 
@@ -17,20 +16,17 @@ from tqdm import tqdm
 from agents.compilation import error_line
 from agents.updates import PendingLearn, held, update_inputs
 
-# How far a graph's first replay may lie from the eager call: float rounding, far below what a
-# stale input, a lost update or a wrong constant changes.
+# How far a first replay may lie from the eager call: rounding, not a stale input or constant.
 GRAPH_TOLERANCE = {"rtol": 1e-4, "atol": 1e-5}
 
-# The kinds of captured call (the update, acting) whose graph gave up in this process: the
-# others of the kind (the evaluation worker's policy of each test) would fail alike.
+# The kinds of captured call (the update, acting) whose graph gave up here: the others would too.
 GRAPHS_GIVEN_UP: set[str] = set()
 
 
 class PinnedStaging:
     """Copies of numpy arrays through page-locked buffers (unless page-locked already) into
-    device tensors that stay the same objects while shapes and dtypes do, for a CUDA graph to
-    read. Invariant: callers wait for the work that read the previous inputs before the next
-    copy, so no buffer or page-locked array is overwritten while a transfer reads it."""
+    device tensors, the same objects while shapes and dtypes are (for a CUDA graph). Callers
+    wait for the work that read the previous inputs first: no buffer is overwritten mid-read."""
 
     def __init__(self, device: torch.device, pin_memory: bool = True) -> None:
         self.device, self.pin_memory = device, pin_memory
@@ -41,10 +37,7 @@ class PinnedStaging:
         sources = [torch.from_numpy(np.ascontiguousarray(array)) for array in arrays]
         layout = [(s.shape, s.dtype) for s in sources]
         if layout != [(b.shape, b.dtype) for b in self.host]:
-            self.host = [
-                torch.empty(shape, dtype=dtype, pin_memory=self.pin_memory)
-                for shape, dtype in layout
-            ]
+            self.host = [torch.empty(s, dtype=d, pin_memory=self.pin_memory) for s, d in layout]
             self.on_device = [torch.empty_like(b, device=self.device) for b in self.host]
         for host, device, source in zip(self.host, self.on_device, sources, strict=True):
             if not source.is_pinned():
@@ -62,8 +55,7 @@ def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Callable[[]
         with torch.cuda.graph(graph, stream=stream):
             output = function(*inputs)
     finally:
-        # torch.cuda.graph leaves its capture stream current when beginning or ending the
-        # capture raises; the caller's work must go on on the caller's stream.
+        # torch.cuda.graph leaves its capture stream current where beginning or ending raises.
         torch.cuda.set_stream(caller)
 
     def replay() -> torch.Tensor:
@@ -74,15 +66,13 @@ def capture_cuda_graph(function: Callable, inputs: tuple, stream) -> Callable[[]
 
 
 class CapturedCall:
-    """`function(*inputs)` (a tensor) from a CUDA graph once `warmup` eager calls on its own
-    stream, the capture there and one check (docs/gpu.md) passed: the first replay and an
-    eager call from the same `state()` (the tensors `function` changes in place) agree within
-    GRAPH_TOLERANCE, and the eager result is kept. A capture that raises or a failed check
-    warns in one line and leaves every call of this `name` eager (GRAPHS_GIVEN_UP).
-    Invariants: a graph is replayed only for the input tensors it was captured with and while
-    `constants()` (the Python numbers `function` reads) are unchanged, else (and after
-    `reset()`) captured anew after a warm-up; a replay's output is overwritten by the next;
-    bound methods are held weakly, so an owner and its graph are freed once unreachable."""
+    """`function(*inputs)` (a tensor) from a CUDA graph, after `warmup` eager calls on its own
+    stream, the capture there and its check (docs/gpu.md): the first replay and an eager call
+    from the same `state()` (the tensors `function` changes in place) agree within
+    GRAPH_TOLERANCE; the eager result is kept. A capture that raises or fails the check warns
+    once and leaves every call of this `name` eager. A graph replays only for its inputs and
+    `constants()` (the Python numbers `function` reads), else (and after `reset()`) is captured
+    anew; a replay's output is overwritten by the next; bound methods are held weakly."""
 
     def __init__(
         self,
@@ -125,10 +115,10 @@ class CapturedCall:
 
     def _capture_and_check(self, inputs: tuple) -> torch.Tensor:
         state = [tensor for tensors in self._state()() for tensor in tensors]
-        before = _clones(state)
+        before = [tensor.detach().clone() for tensor in state]
         try:
             replay = self._capture(self._function(), inputs, self._stream)
-            replayed = _clones([replay(), *state])
+            replayed = [tensor.detach().clone() for tensor in [replay(), *state]]
         except Exception as error:  # capture and replay raise many types; all mean "eager"
             self._give_up(error_line(error))
             _restore(state, before)  # a replay may have run part-way
@@ -161,10 +151,6 @@ class CapturedCall:
             output = self._function()(*inputs)
         current.wait_stream(self._stream)
         return output
-
-
-def _clones(tensors) -> list[torch.Tensor]:
-    return [tensor.detach().clone() for tensor in tensors]
 
 
 def _restore(tensors, saved: list[torch.Tensor]) -> None:
@@ -201,12 +187,11 @@ def captured_update(learner, enabled: bool, capture: Callable = capture_cuda_gra
 
 class CudaUpdates:
     """The CUDA learner's updates (`captured_update`) from staged inputs, on a stream of their
-    own while the host goes on, their summary copied back behind an event; at most one in
-    flight. Acting waits for the whole update, or with `pipelined` only for the copy of the
-    online parameters into `behaviour` it starts with, which training acts with instead."""
+    own, their summary copied back behind an event; at most one in flight. Acting waits for it
+    all, or with `pipelined` for the copy of the online parameters into `behaviour` alone."""
 
     def __init__(self, learner, graphs: bool, pipelined: bool) -> None:
-        self.update, self.pipelined = captured_update(learner, graphs), pipelined
+        self.update = captured_update(learner, graphs)
         self.online = learner.online
         self.behaviour = copy.deepcopy(self.online).requires_grad_(False) if pipelined else None
         self.staging = PinnedStaging(learner.device)

@@ -1,6 +1,5 @@
-"""`agent.torch_compile`: the learner's whole update compiled by `torch.compile`, which fuses
-the many small operations that bound a small network's update (docs/benchmarks.md): the same
-arithmetic, rounded differently, so a run keeps the setting from its first step to its last."""
+"""`agent.torch_compile`: the learner's update compiled whole, its many small operations fused
+(docs/benchmarks.md); rounded differently, so a run keeps the setting from first step to last."""
 
 from __future__ import annotations
 
@@ -16,10 +15,9 @@ COMPILE_OPTIONS = {"cpp_wrapper": True}
 
 
 class CompiledUpdate:
-    """`update` (`DoubleDQN.update`) compiled at its first call, before anything runs. If
-    compiling fails this warns in one line, keeps the cause in `failure` (a run records it)
-    and calls `update` itself from then on, from the same state. `options` (Inductor's)
-    replace COMPILE_OPTIONS' where given (benchmarks/update_step.py)."""
+    """`update` (`DoubleDQN.update`) compiled at its first call, before anything runs; where
+    compiling fails, a one-line warning, the cause in `failure` (a run records it) and `update`
+    itself from then on. `options` (Inductor's) replace COMPILE_OPTIONS' where given."""
 
     def __init__(self, update: Callable, options: dict | None = None) -> None:
         self.update, self.options = update, COMPILE_OPTIONS | (options or {})
@@ -30,9 +28,8 @@ class CompiledUpdate:
         if self.failure is None:
             try:
                 if self._compiled is None:
-                    # Dynamo traces `torch.autograd.grad` into the graph only when asked (by
-                    # default it breaks the graph there), process-wide: then the graph is the
-                    # one `torch.func.grad` gives, bit for bit.
+                    # Dynamo traces `torch.autograd.grad` into the graph (rather than breaking
+                    # it there) only when asked, process-wide: torch.func.grad's graph, exactly.
                     torch._dynamo.config.trace_autograd_ops = True
                     self._compiled = torch.compile(self.update, dynamic=False, options=self.options)
                 return self._compiled(*arguments)
@@ -47,10 +44,9 @@ class CompiledUpdate:
 
 
 def error_line(error: BaseException) -> str:
-    """The type and first line of the innermost error of `error`'s chain: the cause, where
-    ending a capture that an operation broke reports only that the capture was invalidated.
-    How a failure that the run carries on after is told (a compiler's, a CUDA graph's, an
-    evaluation worker's)."""
+    """The type and first line of the innermost error of `error`'s chain (ending a capture that
+    an operation broke reports only that the capture was invalidated): how a failure that the
+    run carries on after is told (a compiler's, a CUDA graph's, an evaluation worker's)."""
     chain = [error]
     while (inner := chain[-1].__cause__ or chain[-1].__context__) and inner not in chain:
         chain.append(inner)

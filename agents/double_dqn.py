@@ -1,6 +1,5 @@
-"""The learner: online and target networks and their optimizer (never the replay or the env),
-the TD target (Double DQN's, the paper's, or DQN's), the loss, and the update: one function, run
-as it is, compiled (`agents.compilation`) or captured in CUDA graphs (`agents.acceleration`)."""
+"""The learner (never the replay or the env): its networks and optimizer, and the update, one
+function run as it is, compiled (`agents.compilation`) or captured (`agents.acceleration`)."""
 
 from __future__ import annotations
 
@@ -10,27 +9,23 @@ import numpy as np
 import torch
 
 from agents.compilation import CompiledUpdate
-from agents.devices import check_pipelined, resolve_device, use_device
 from agents.networks import build_network
 from agents.optimizer import OPTIMIZERS, CenteredRMSProp, centered_rmsprop
 from agents.per_sample import parameter_change_norms
-from agents.policy import EpsilonGreedy
-from agents.settings import AgentSettings
+from agents.policy import EpsilonGreedy, use_device
+from agents.settings import AgentSettings, check_pipelined, resolve_device
 from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
 from agents.updates import Batch, LearnStats, PendingLearn, SerialUpdates, check_batch
 
+STATE_PARTS = ("online", "target", "optimizer")  # what a state dict holds, in order
+
 
 class DoubleDQN:
-    """Online and target networks (`agent.network`) and a CenteredRMSProp on the online
-    parameters; the TD target is Double DQN's or, with `target_rule="dqn"`, DQN's.
-
-    `batch_size` (`train.batch_size`) sets the optimizer's ε. `rng` is the only source of
-    randomness: the initial weights and the exploratory actions of `policy`, how training
-    acts. The target network only changes through `sync_target` (or `load_state_dict`).
-    `updates` runs the updates: at once on CPU (`SerialUpdates`), on CUDA on a stream of their
-    own (`agents.acceleration.CudaUpdates`); at most one is in flight (`start_learning`), and
-    every other method waits for it first.
-    """
+    """Online and target networks (`agent.network`), the target changed only by `sync_target`
+    (or `load_state_dict`), and a CenteredRMSProp whose ε `batch_size` sets. `rng` is the only
+    source of randomness: the initial weights and `policy`'s exploration (training's). The
+    `updates` run at once on CPU (`SerialUpdates`), on CUDA on a stream of their own
+    (`agents.acceleration.CudaUpdates`); every other method waits for the one in flight."""
 
     def __init__(
         self,
@@ -46,24 +41,28 @@ class DoubleDQN:
         self.frame_shape, self.network = tuple(frame_shape), agent.network
         self.target_rule, self.discount = agent.target_rule, agent.discount
         self.td_error_clip = agent.td_error_clip
-        # Per-sample gradients cost a second backward pass: only for the priority signal
-        # that reads them (`replay.priority_signal=parameter_change`).
+        # A second backward pass, only for `replay.priority_signal=parameter_change`.
         self.compute_parameter_change_norms = compute_parameter_change_norms
         self.device = resolve_device(agent.device)
         cuda = self.device.type == "cuda"
         check_pipelined(agent.pipelined, self.device)
         use_device(self.device)
-        # Seed a forked torch RNG from `rng` so the initial weights are reproducible without
-        # touching torch's global generator state.
+        # The initial weights from `rng` alone, torch's global generator untouched.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(rng.integers(2**63)))
             dimensions = (num_actions, self.history_length, frame_shape)
             self.online = build_network(self.network, *dimensions).to(self.device)
             self.target = build_network(self.network, *dimensions).to(self.device)
         self.target.requires_grad_(False).load_state_dict(self.online.state_dict())
-        self.optimizer = _optimizer(self.online, agent, batch_size)
+        self.optimizer = CenteredRMSProp(
+            self.online.parameters(),
+            lr=agent.learning_rate,
+            decay=agent.rmsprop_decay,
+            epsilon=optimizer_epsilon(agent, batch_size),
+            epsilon_inside=OPTIMIZERS[agent.optimizer],
+        )
         self.single_forward = cuda  # see _td_errors
-        self.cuda_graphs = agent.cuda_graphs
+        self.cuda_graphs, self.pipelined = agent.cuda_graphs, agent.pipelined
         self.compiled_update = CompiledUpdate(type(self).update) if agent.torch_compile else None
         if cuda:
             from agents.acceleration import CudaUpdates  # CUDA alone needs the CUDA corner
@@ -71,18 +70,10 @@ class DoubleDQN:
             self.updates = CudaUpdates(self, agent.cuda_graphs, agent.pipelined)
         else:
             self.updates = SerialUpdates(self.update_step)
-        acting = self.updates.behaviour if agent.pipelined else self.online
-        self.policy = self._policy_of(acting, rng)
-        self._online_policy = self._policy_of(self.online, rng) if agent.pipelined else self.policy
-
-    def _policy_of(self, network: torch.nn.Module, rng: np.random.Generator) -> EpsilonGreedy:
-        return EpsilonGreedy(
-            network, self.device, self.num_actions, self.history_length, rng, self.cuda_graphs
-        )
-
-    @property
-    def pipelined(self) -> bool:
-        return self.updates.pipelined
+        acting = [self.updates.behaviour, self.online] if agent.pipelined else [self.online]
+        shared = (self.device, num_actions, self.history_length, rng, agent.cuda_graphs)
+        policies = [EpsilonGreedy(network, *shared) for network in acting]
+        self.policy, self._online_policy = policies[0], policies[-1]
 
     @property
     def compile_failure(self) -> str | None:
@@ -90,9 +81,8 @@ class DoubleDQN:
         return None if self.compiled_update is None else self.compiled_update.failure
 
     def online_policy(self) -> EpsilonGreedy:
-        """The policy of the online network as all updates started so far left it (this waits
-        for the one in flight): what the periodic test plays. With the agent's `rng` as its
-        default stream; a test passes its own."""
+        """The policy of the online network once the update in flight is done: what the periodic
+        test plays (with its own rng; the agent's is the default)."""
         self.wait()
         return self._online_policy
 
@@ -101,8 +91,7 @@ class DoubleDQN:
         return self.start_learning(batch).result()
 
     def start_learning(self, batch: Batch) -> PendingLearn:
-        """Start `learn`'s update and return at once where the device allows (CUDA); the
-        batch's arrays must stay untouched until it is done."""
+        """Start `learn`'s update, returning at once on CUDA: keep the batch untouched till done."""
         batch_size = check_batch(batch, (self.history_length, *self.frame_shape), self.device)
         return self.updates.start(batch, batch_size)
 
@@ -124,18 +113,16 @@ class DoubleDQN:
     def update_constants(self) -> tuple:
         """The numbers an update reads as Python values, which a captured update bakes in."""
         rule = (self.target_rule, self.discount, self.td_error_clip, self.single_forward)
-        groups = self.optimizer.param_groups
-        steps = [(group["lr"], group["decay"], group["epsilon"]) for group in groups]
+        steps = [(g["lr"], g["decay"], g["epsilon"]) for g in self.optimizer.param_groups]
         return (*rule, self.compute_parameter_change_norms, self.optimizer.epsilon_inside, *steps)
 
     def update(
         self, params, grad_avgs, square_avgs, all_states, actions, rewards, terminals, weights
     ) -> torch.Tensor:
-        """One optimizer step on the weighted Huber loss of the TD errors: the only update, run
-        as it is, compiled or captured, so it synchronizes with the host nowhere. `params` (the
-        online parameters, in order) and their g and g2 change in place, nothing else. Returns
-        [TD errors, loss, mean Q, parameter-change norms if computed]. `torch.autograd.grad`
-        gives `backward`'s gradients bit for bit, at less cost than `torch.func.grad`."""
+        """One optimizer step on the weighted Huber loss of the TD errors, syncing with the host
+        nowhere; `params` (the online parameters, in order) and their g and g2 change in place,
+        nothing else. Returns [TD errors, loss, mean Q, parameter-change norms if computed].
+        `torch.autograd.grad`: `backward`'s gradients bit for bit, cheaper than torch.func's."""
         td_errors, q_taken, targets = self._td_errors(all_states, actions, rewards, terminals)
         loss = weighted_huber_loss(td_errors, weights, self.td_error_clip)
         gradients = list(torch.autograd.grad(loss, params))
@@ -149,12 +136,9 @@ class DoubleDQN:
             return torch.cat([td_errors, loss.reshape(1), q_taken.mean().reshape(1), *norms])
 
     def _td_errors(self, all_states, actions, rewards, terminals) -> tuple:
-        """(δ, Q_online(S, A), the targets y) of a batch, δ = y - Q_online(S, A) with gradient
-        through the online network. Q_online(S') only selects Double DQN's next actions:
-        with `single_forward` (the GPU's choice: fewer kernel launches) from one forward over
-        all 2B rows; otherwise from a no-grad forward of its own (on CPU, backpropagating
-        through the next-state rows of a joint forward is slower: docs/deviations.md). Both
-        give the same values up to float rounding."""
+        """(δ = y - Q_online(S, A) with gradient through the online network, Q_online(S, A), y).
+        Double DQN's Q_online(S') is, with `single_forward` (the GPU's: fewer launches), of one
+        forward over all 2B rows, else of a no-grad forward (faster on CPU: docs/deviations.md)."""
         batch_size, next_states = actions.shape[0], all_states[actions.shape[0] :]
         joint = self.single_forward and self.target_rule == "double_dqn"
         q_values = self.online(all_states if joint else all_states[:batch_size])
@@ -181,11 +165,7 @@ class DoubleDQN:
     def state_dict(self) -> dict[str, Any]:
         """Tensors and plain numbers only: loadable with torch.load(weights_only=True)."""
         self.wait()
-        state = {
-            "online": self.online.state_dict(),
-            "target": self.target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-        }
+        state = {name: getattr(self, name).state_dict() for name in STATE_PARTS}
         if self.updates.behaviour is not None:
             state["behaviour"] = self.updates.behaviour.state_dict()
         return state
@@ -193,39 +173,22 @@ class DoubleDQN:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Also a pipelined agent's acting copy (the online network's if `state` has none)."""
         self.wait()
-        self.online.load_state_dict(state["online"])
-        self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        for name in STATE_PARTS:
+            getattr(self, name).load_state_dict(state[name])
         self.updates.reset()  # the optimizer's state tensors are new: capture them anew
         if self.updates.behaviour is not None:
             self.updates.behaviour.load_state_dict(state.get("behaviour", state["online"]))
 
 
 def optimizer_epsilon(agent: AgentSettings, batch_size: int) -> float:
-    """The ε the optimizer adds, derived here alone from `agent` and the batch size B.
-
-    DeepMind's `rmsprop_epsilon` is for a loss summed over the minibatch. Ours is the mean
-    (gradients B times smaller), and ε / B² inside the square root gives exactly the summed
-    loss's update, at any B. torch's RMSprop was used on the mean loss as it is (MinAtar's
-    agents): its ε stays.
-
-    Where ε dominates the divisor (early in training) a step is η·g/√ε inside the square root,
-    η·g/ε outside. `keep_maximum_step` keeps that step uniform replay's (η₀, the paper's η)
-    at any `learning_rate` η: ε times (η/η₀)² inside, η/η₀ outside; for the prioritized η₀/4,
-    ε/16 inside, as DQN Zoo's prioritized agent sets it."""
+    """The ε the optimizer adds, from `agent` and the batch size B alone (docs/configuration.md):
+    DeepMind's `rmsprop_epsilon`, for a minibatch-summed loss, is ε / B² inside the square root
+    for our mean loss (the same update); torch's RMSprop, used on the mean loss as it is
+    (MinAtar's agents), keeps its ε. `keep_maximum_step` scales ε by (η/η₀)² inside, η/η₀
+    outside: the ε-dominated step (η·g/√ε, η·g/ε) stays uniform replay's (η₀) at any η."""
     inside = OPTIMIZERS[agent.optimizer]
     epsilon = agent.rmsprop_epsilon / batch_size**2 if inside else agent.rmsprop_epsilon
     if agent.keep_maximum_step:
         ratio = agent.learning_rate / AgentSettings.learning_rate
         epsilon *= ratio**2 if inside else ratio
     return epsilon
-
-
-def _optimizer(online: torch.nn.Module, agent: AgentSettings, batch_size: int) -> CenteredRMSProp:
-    return CenteredRMSProp(
-        online.parameters(),
-        lr=agent.learning_rate,
-        decay=agent.rmsprop_decay,
-        epsilon=optimizer_epsilon(agent, batch_size),
-        epsilon_inside=OPTIMIZERS[agent.optimizer],
-    )

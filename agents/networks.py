@@ -1,6 +1,5 @@
-"""The Q-networks, by name (`agent.network`). Each takes uint8 frames, raw pixel values or 0/1
-object channels, and converts them to float itself, so replay and data transfers stay uint8
-(4x smaller) until then; each returns float32 Q values (B, num_actions)."""
+"""The Q-networks, by name (`agent.network`): each takes uint8 frames (pixels or 0/1 channels:
+replay and transfers stay 4x smaller) and returns float32 Q values (B, num_actions)."""
 
 from __future__ import annotations
 
@@ -17,10 +16,9 @@ CONV_OUTPUT_SIZE = 64 * 7 * 7  # 84 -(8/4)-> 20 -(4/2)-> 9 -(3/1)-> 7, 64 channe
 
 
 class NatureQNetwork(nn.Module):
-    """Q(s, ·) of the Nature DQN (Mnih et al. 2015) for (B, history_length, 84, 84) pixels,
-    scaled to [0, 1]. Its head is a linear map WITHOUT per-action biases plus ONE scalar bias
-    shared by all actions, as in the tuned Double DQN (van Hasselt et al. 2016) the PER paper
-    used; `NatureDQNNetwork` has the Nature DQN's bias per action."""
+    """Q(s, ·) of the Nature DQN (Mnih et al. 2015) for (B, history_length, 84, 84) pixels
+    scaled to [0, 1]; its head is a linear map WITHOUT per-action biases plus ONE bias shared
+    by all actions, as in the tuned Double DQN (van Hasselt et al. 2016) the PER paper used."""
 
     shared_bias = True
 
@@ -53,17 +51,15 @@ class NatureQNetwork(nn.Module):
 
 
 class NatureDQNNetwork(NatureQNetwork):
-    """The Nature DQN network with its own head, a bias per action (Mnih et al. 2015, and
-    Dopamine's DQN)."""
+    """The Nature DQN network as published, a bias per action (Mnih et al. 2015; Dopamine's)."""
 
     shared_bias = False
 
 
 class MinAtarQNetwork(nn.Module):
-    """Q(s, ·) for MinAtar (Young & Tian 2019): one 3×3 convolution with 16 filters, stride 1,
-    ReLU, a fully connected layer of 128 ReLU units, and one linear output per action, with
-    torch's default initialisation (as MinAtar's `examples/dqn.py`). Its input, (B,
-    history_length, C, 10, 10), is seen as history_length × C input channels."""
+    """Q(s, ·) for MinAtar (Young & Tian 2019), as its `examples/dqn.py`: a 3×3 convolution of
+    16 filters, ReLU, 128 ReLU units and a linear output per action, torch's initialisation.
+    Its input, (B, history_length, C, 10, 10), is seen as history_length × C channels."""
 
     def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
         super().__init__()
@@ -85,11 +81,7 @@ class MinAtarQNetwork(nn.Module):
         return self.output(hidden)
 
 
-NETWORKS: dict[str, type[nn.Module]] = {
-    "nature": NatureQNetwork,
-    "nature_dqn": NatureDQNNetwork,
-    "minatar": MinAtarQNetwork,
-}
+NETWORKS = {"nature": NatureQNetwork, "nature_dqn": NatureDQNNetwork, "minatar": MinAtarQNetwork}
 
 
 def build_network(

@@ -3,27 +3,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 # `agent.optimizer`: where each rule puts ε (`epsilon_inside`).
 OPTIMIZERS = {"deepmind_rmsprop": True, "torch_rmsprop": False}
+STATISTICS = ("grad_avg", "square_avg")  # g and g2, by their names in the state dict
 
 
 class CenteredRMSProp(torch.optim.Optimizer):
-    """Centered RMSProp without momentum, by default with epsilon INSIDE the square root:
-
-        g  <- decay * g  + (1 - decay) * grad
-        g2 <- decay * g2 + (1 - decay) * grad**2
-        theta <- theta - lr * grad / sqrt(g2 - g**2 + epsilon)
-
-    torch.optim.RMSprop(centered=True) divides by sqrt(g2 - g**2) + epsilon instead, a
-    different update for any epsilon > 0; `epsilon_inside=False` is that rule, bit-identical
-    to torch's on CPU. g and g2 start at zero and exist from construction (and
-    `load_state_dict`) on. A step is `centered_rmsprop` over the parameters with a gradient.
-    """
+    """Centered RMSProp's hyperparameters and statistics g and g2 (zero, from construction and
+    `load_state_dict` on), in a torch optimizer's state dict. It has no `step`: the learner's
+    update applies `centered_rmsprop` to the online parameters and their g and g2."""
 
     def __init__(
         self,
@@ -43,9 +36,8 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
-        # torch's `.to` returns the saved tensor itself where device and dtype match: an
-        # in-memory state dict would be shared with its source. Checkpoints from before g and
-        # g2 were allocated up front lack them where a parameter never had a gradient (zeros).
+        # Copies: torch's `.to` would share an in-memory state dict's tensors with their source.
+        # Older checkpoints lack g and g2 where a parameter never had a gradient (zeros).
         for state in self.state.values():
             state.update({key: value.clone() for key, value in state.items()})
         self._allocate_state()
@@ -53,25 +45,8 @@ class CenteredRMSProp(torch.optim.Optimizer):
     def _allocate_state(self) -> None:
         for group in self.param_groups:
             for param in group["params"]:
-                state = self.state[param]
-                if not state:
-                    state["grad_avg"] = torch.zeros_like(param)
-                    state["square_avg"] = torch.zeros_like(param)
-
-    @torch.no_grad()
-    def step(self, closure: Callable[[], torch.Tensor] | None = None) -> torch.Tensor | None:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            params = [param for param in group["params"] if param.grad is not None]
-            if params:  # foreach ops reject empty lists
-                grads = [param.grad for param in params]
-                centered_rmsprop(
-                    params, grads, *self.statistics(params), group, self.epsilon_inside
-                )
-        return loss
+                if not self.state[param]:
+                    self.state[param].update({key: torch.zeros_like(param) for key in STATISTICS})
 
     @torch.no_grad()
     def step_profile(self) -> dict[str, float]:
@@ -93,19 +68,22 @@ class CenteredRMSProp(torch.optim.Optimizer):
 
     def statistics(self, params: list[torch.Tensor]) -> tuple[list, list]:
         """g and g2 of `params`, in their order."""
-        return (
-            [self.state[param]["grad_avg"] for param in params],
-            [self.state[param]["square_avg"] for param in params],
-        )
+        return tuple([self.state[param][key] for param in params] for key in STATISTICS)
 
 
 def centered_rmsprop(
     params: list, grads: list, grad_avgs: list, square_avgs: list, group: dict, epsilon_inside: bool
 ) -> None:
-    """`CenteredRMSProp`'s rule on lists of tensors, in place (params, g and g2), with a param
-    group's lr, decay and epsilon: what its `step` runs, and the learner's update applies.
-    Eight `torch._foreach_*` calls (multi-tensor kernels on CUDA) in a per-parameter loop's
-    order (on CPU bit-identical to that loop), syncing with the host nowhere (for capture)."""
+    """Centered RMSProp without momentum, in place on lists of tensors (params, g and g2), with
+    a param group's lr, decay and epsilon; by default epsilon INSIDE the square root:
+
+        g  <- decay * g  + (1 - decay) * grad
+        g2 <- decay * g2 + (1 - decay) * grad**2
+        theta <- theta - lr * grad / sqrt(g2 - g**2 + epsilon)
+
+    `epsilon_inside=False` is torch.optim.RMSprop(centered=True)'s sqrt(g2 - g**2) + epsilon,
+    bit-identical to it on CPU. Eight `torch._foreach_*` calls (multi-tensor kernels on CUDA)
+    in a per-parameter loop's order (bit-identical to it on CPU), syncing with the host nowhere."""
     lr, decay, epsilon = group["lr"], group["decay"], group["epsilon"]
     with torch.no_grad():
         if not epsilon_inside:  # torch.optim.RMSprop(centered=True)'s foreach steps

@@ -19,26 +19,18 @@ def parameter_change_norms(
     weights: torch.Tensor,
     td_error_clip: float,
 ) -> torch.Tensor:
-    """How far each transition alone moves the network in the update the optimizer is about
-    to make (the patent's "norm of the induced weight change"), on the scale of |δ| (B,).
+    """How far each transition alone moves the network in the step the optimizer is about to
+    take (the patent's "norm of the induced weight change"), on the scale of |δ|: (B,), at the
+    update's θ, before the step (changing nothing). With B = len(actions), κ = `td_error_clip`,
+    δ_i = y_i − Q(s_i, a_i; θ) and the optimizer's lr, decay and ε:
 
-    Call it at the parameters θ of the update, before the optimizer's step; it changes
-    nothing. With B = len(actions), κ = `td_error_clip`, δ_i = y_i − Q(s_i, a_i; θ) and the
-    optimizer's lr, decay and ε (`agents.optimizer.CenteredRMSProp`):
-
-        g_i  = ∇θ Huber_κ(δ_i) = −clip(δ_i, ±κ) ∇θ Q(s_i, a_i)    transition i's gradient
+        g_i  = −clip(δ_i, ±κ) ∇θ Q(s_i, a_i)         transition i's gradient of Huber_κ(δ_i)
         ḡ    = (1/B) Σ_j w_j g_j                     the batch gradient the step uses
-        m, v = decay·m + (1 − decay)·ḡ, decay·v + (1 − decay)·ḡ²    RMSProp's statistics after it
-        D    = sqrt(v − m² + ε)                      the step's per-parameter divisor
-        Δθ_i = −lr · (g_i / B) / D                   transition i's share of the step
-        s_i  = ‖∇θ Q(s_i, a_i) / D‖₂                 how far its state moves the network per
-                                                     unit of clipped TD error
+        D    = sqrt(v − m² + ε)                      m, v: RMSProp's g and g2 after the step
+        s_i  = ‖∇θ Q(s_i, a_i) / D‖₂,  Δθ_i = −lr · (g_i / B) / D   (i's share of the step)
         norm_i = ‖Δθ_i‖₂ / (lr / B · mean_j s_j) = |clip(δ_i, ±κ)| · s_i / mean_j s_j
 
-    Under uniform replay (every w = 1) the shares Δθ_i sum to exactly the step taken. Per-sample
-    gradients of Q come from `torch.func.vmap(grad(...))`: B copies of the gradient, 4·B·P
-    bytes for P parameters.
-    """
+    ∇θ Q(s_i, a_i) per sample: `torch.func.vmap(grad(...))`, 4·B·P bytes for P parameters."""
     groups = optimizer.param_groups
     if len(groups) != 1:
         raise ValueError(f"parameter_change_norms needs one parameter group, got {len(groups)}")

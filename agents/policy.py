@@ -6,18 +6,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from agents.devices import use_device
-
 
 class EpsilonGreedy:
     """ε-greedy actions of `network` (on `device`, read as it is at each action: the policy
-    owns no parameters) for one uint8 (history_length, *frame_shape) state at a time.
-
-    One uniform draw per action decides exploration and a second picks the random action, so
-    the random stream does not depend on Q. `rng` is the default stream (the training run's);
-    an evaluator passes its own to `act`. On CUDA the greedy action comes from
-    `agents.acceleration.GreedyActions`, captured when `cuda_graphs`.
-    """
+    owns no parameters) for one uint8 (history_length, *frame_shape) state at a time. One
+    uniform draw decides exploration and a second picks the random action: the random stream
+    does not depend on Q. `rng`: the default stream (training's); an evaluator passes its own
+    to `act`. On CUDA, `agents.acceleration.GreedyActions` (captured when `cuda_graphs`)."""
 
     def __init__(
         self,
@@ -47,3 +42,15 @@ class EpsilonGreedy:
         with torch.inference_mode():
             frames = torch.from_numpy(state).unsqueeze(0)
             return int(self.network(frames).argmax(dim=1).item())
+
+
+def use_device(device: torch.device) -> None:
+    """Prepare this process to compute on `device` (the CPU needs nothing). A CUDA device
+    becomes the current one: streams, events and graph capture without a device argument use
+    it (cuda:N, N > 0, would otherwise synchronize with cuda:0). cuDNN's TF32 convolutions
+    (10-bit mantissas) go off: the paper's arithmetic is float32. `cudnn.benchmark` times
+    kernels for the fixed shapes, so two processes may pick different ones (rounding)."""
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = False

@@ -27,8 +27,7 @@ class LearnStats:
 
 class PendingLearn:
     """An update that has been started: `result()` waits for it and returns its stats, the same
-    at every call. `wait_for_summary`, called once, returns the host copy of its summary
-    (`DoubleDQN.update`'s)."""
+    at every call, from `wait_for_summary()` (once): the host copy of `DoubleDQN.update`'s."""
 
     def __init__(self, wait_for_summary: Callable[[], np.ndarray], batch_size: int) -> None:
         self._wait_for_summary, self._batch_size = wait_for_summary, batch_size
@@ -44,13 +43,9 @@ class PendingLearn:
     def result(self) -> LearnStats:
         if self._stats is None:
             summary, size = self._wait_for_summary(), self._batch_size
-            norms = summary[size + 2 :].copy()
-            self._stats = LearnStats(
-                td_errors=summary[:size].copy(),
-                loss=float(summary[size]),
-                mean_q=float(summary[size + 1]),
-                parameter_change_norms=norms if len(norms) else None,
-            )
+            norms = summary[size + 2 :].copy() if len(summary) > size + 2 else None
+            loss, mean_q = float(summary[size]), float(summary[size + 1])
+            self._stats = LearnStats(summary[:size].copy(), loss, mean_q, norms)
         return self._stats
 
 
@@ -102,11 +97,9 @@ def update_inputs(batch, to_tensors: Callable[[list[np.ndarray]], list[torch.Ten
 
 
 class SerialUpdates:
-    """Each update (the learner's `update_step`) runs to its end when it starts (the CPU's
-    way: Algorithm 1's order), on zero-copy views of the batch's arrays. Nothing is ever in
-    flight (`wait`) or captured (`reset`)."""
+    """Each update (the learner's `update_step`) runs to its end as it starts (Algorithm 1's
+    order), on zero-copy views of the batch's arrays: nothing in flight or captured, ever."""
 
-    pipelined = False
     behaviour = None
 
     def __init__(self, update: Callable) -> None:
@@ -124,8 +117,5 @@ class SerialUpdates:
 
 
 def held(function: Callable) -> Callable[[], Callable]:
-    """A callable that returns `function`; weakly for a bound method, so that an object that
-    holds its own method this way is freed as soon as it is unreachable."""
-    if inspect.ismethod(function):
-        return weakref.WeakMethod(function)
-    return lambda: function
+    """`function` through a call; weakly for a bound method (an owner holding its own is freed)."""
+    return weakref.WeakMethod(function) if inspect.ismethod(function) else lambda: function

@@ -7,9 +7,9 @@ import os
 
 import torch
 
-from agents.devices import resolve_device
 from agents.networks import build_network
 from agents.policy import EpsilonGreedy
+from agents.settings import resolve_device
 from artifacts.snapshot import SnapshotInfo, read_snapshot
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import torch
 from omegaconf.errors import OmegaConfBaseException
 
-from agents.devices import check_pipelined, resolve_device
 from agents.networks import build_network
+from agents.settings import check_pipelined, resolve_device
 from artifacts.command_line import available_memory, unwritable_reason
 from artifacts.run_directory import RunDirectory
 from envs.registry import environment_kind

@@ -2,6 +2,7 @@
 checkpoints, device resolution, host staging, its release on `del`, and a learning sanity
 check."""
 
+import dataclasses
 import gc
 import io
 import weakref
@@ -13,10 +14,9 @@ import torch
 from torch import nn
 
 from agents.acceleration import PinnedStaging
-from agents.devices import resolve_device
-from agents.double_dqn import DoubleDQN, _optimizer, optimizer_epsilon
-from agents.optimizer import CenteredRMSProp
-from agents.settings import AgentSettings
+from agents.double_dqn import DoubleDQN, optimizer_epsilon
+from agents.optimizer import CenteredRMSProp, centered_rmsprop
+from agents.settings import AgentSettings, resolve_device
 from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
 from agents.updates import LearnStats
 
@@ -348,18 +348,20 @@ def test_keep_maximum_step_gives_prioritized_replay_uniforms_epsilon_dominated_s
     """With ε dominating the divisor (a gradient far below √ε), η/4 with the setting on steps
     exactly as far as uniform's η: DQN Zoo's ε/16 (inside the root) or ε/4 (outside); off,
     4× less far."""
-    uniform = AgentSettings(optimizer=optimizer)
-    prioritized = AgentSettings(optimizer=optimizer, learning_rate=uniform.learning_rate / 4)
-    kept = AgentSettings(
-        optimizer=optimizer, learning_rate=uniform.learning_rate / 4, keep_maximum_step=True
-    )
+    uniform = AgentSettings(device="cpu", optimizer=optimizer)
+    prioritized = dataclasses.replace(uniform, learning_rate=uniform.learning_rate / 4)
+    kept = dataclasses.replace(prioritized, keep_maximum_step=True)
     gradient = torch.full((3,), 1e-12, dtype=torch.float64)
 
     def first_step(agent):
-        param = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
-        param.grad = gradient.clone()
-        _optimizer(torch.nn.ParameterList([param]), agent, batch_size=32).step()
-        return -param.detach()
+        """The step of the optimizer a learner with these settings builds, from zero statistics."""
+        learner = DoubleDQN(
+            4, agent, rng=np.random.default_rng(0), frame_shape=(84, 84), batch_size=32
+        )
+        param, (g, g2) = torch.zeros(3, dtype=torch.float64), torch.zeros(2, 3, dtype=torch.float64)
+        group, inside = learner.optimizer.param_groups[0], learner.optimizer.epsilon_inside
+        centered_rmsprop([param], [gradient], [g], [g2], group, inside)
+        return -param
 
     epsilon = 0.01 / 32**2 if optimizer == "deepmind_rmsprop" else 0.01
     assert optimizer_epsilon(uniform, 32) == optimizer_epsilon(prioritized, 32) == epsilon

@@ -1,4 +1,5 @@
-"""CenteredRMSProp against a numpy re-implementation of DeepMind's rule, and versus torch's."""
+"""The learner's centered RMSProp (`centered_rmsprop` on a CenteredRMSProp's statistics) against
+a numpy re-implementation of DeepMind's rule, and versus torch's."""
 
 import io
 
@@ -8,7 +9,23 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from agents.networks import MinAtarQNetwork, NatureQNetwork
-from agents.optimizer import CenteredRMSProp
+from agents.optimizer import CenteredRMSProp, centered_rmsprop
+
+
+class SteppedRMSProp(CenteredRMSProp):
+    """A CenteredRMSProp that steps as a torch optimizer: `centered_rmsprop`, which the learner
+    applies, over the parameters that have a gradient (the learner's optimizer has no `step`)."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else torch.enable_grad()(closure)()
+        for group in self.param_groups:
+            params = [param for param in group["params"] if param.grad is not None]
+            if params:  # foreach ops reject empty lists
+                state = (*self.statistics(params), group, self.epsilon_inside)
+                centered_rmsprop(params, [param.grad for param in params], *state)
+        return loss
+
 
 INITIAL = np.array([0.5, -1.0, 2.0, 0.0])
 GRADIENTS = np.array(
@@ -49,7 +66,7 @@ def run_torch(make_optimizer, dtype=torch.float64):
 @pytest.mark.parametrize(("lr", "decay", "epsilon"), [(0.1, 0.95, 0.01), (0.02, 0.9, 1e-4)])
 def test_matches_deepmind_rule_step_by_step(lr, decay, epsilon):
     expected = numpy_centered_rmsprop(lr, decay, epsilon, epsilon_inside_sqrt=True)
-    actual = run_torch(lambda p: CenteredRMSProp(p, lr=lr, decay=decay, epsilon=epsilon))
+    actual = run_torch(lambda p: SteppedRMSProp(p, lr=lr, decay=decay, epsilon=epsilon))
     for step, (a, e) in enumerate(zip(actual, expected, strict=True)):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=0, err_msg=f"step {step}")
 
@@ -57,14 +74,14 @@ def test_matches_deepmind_rule_step_by_step(lr, decay, epsilon):
 def test_float32_parameter_matches_reference():
     expected = numpy_centered_rmsprop(0.1, 0.95, 0.01, epsilon_inside_sqrt=True)
     actual = run_torch(
-        lambda p: CenteredRMSProp(p, lr=0.1, epsilon=0.01, decay=0.95), dtype=torch.float32
+        lambda p: SteppedRMSProp(p, lr=0.1, epsilon=0.01, decay=0.95), dtype=torch.float32
     )
     np.testing.assert_allclose(actual[-1], expected[-1], rtol=1e-5, atol=1e-7)
 
 
 def test_differs_from_torch_centered_rmsprop_only_by_epsilon_placement():
     """Why this class exists: torch adds epsilon OUTSIDE the square root."""
-    ours = run_torch(lambda p: CenteredRMSProp(p, lr=0.1, decay=0.95, epsilon=0.01))
+    ours = run_torch(lambda p: SteppedRMSProp(p, lr=0.1, decay=0.95, epsilon=0.01))
     torchs = run_torch(
         lambda p: torch.optim.RMSprop(p, lr=0.1, alpha=0.95, eps=0.01, centered=True)
     )
@@ -72,7 +89,7 @@ def test_differs_from_torch_centered_rmsprop_only_by_epsilon_placement():
     np.testing.assert_allclose(torchs[-1], torch_reference[-1], rtol=1e-6)
     assert np.abs(ours[0] - torchs[0]).max() > 0.05  # already the first step differs a lot
     # With epsilon -> 0 the two rules coincide (checked on steps where g2 - g**2 > 0).
-    tiny_ours = run_torch(lambda p: CenteredRMSProp(p, lr=0.1, epsilon=1e-30, decay=0.95))
+    tiny_ours = run_torch(lambda p: SteppedRMSProp(p, lr=0.1, epsilon=1e-30, decay=0.95))
     tiny_torch = run_torch(
         lambda p: torch.optim.RMSprop(p, lr=0.1, alpha=0.95, eps=1e-30, centered=True)
     )
@@ -83,8 +100,8 @@ def test_gradients_scaled_by_c_with_epsilon_scaled_by_c_squared_give_the_same_up
     """Why DoubleDQN's default is 0.01 / 32**2: DeepMind summed the loss over 32 transitions
     (gradients 32x ours, a mean) with epsilon 0.01 inside the square root."""
     summed, mean = (torch.nn.Parameter(torch.tensor(INITIAL)) for _ in range(2))
-    summed_optimizer = CenteredRMSProp([summed], lr=0.1, epsilon=0.01, decay=0.95)
-    mean_optimizer = CenteredRMSProp([mean], lr=0.1, decay=0.95, epsilon=0.01 / 32**2)
+    summed_optimizer = SteppedRMSProp([summed], lr=0.1, epsilon=0.01, decay=0.95)
+    mean_optimizer = SteppedRMSProp([mean], lr=0.1, decay=0.95, epsilon=0.01 / 32**2)
     for grad in GRADIENTS:
         summed.grad, mean.grad = torch.tensor(32 * grad), torch.tensor(grad)
         summed_optimizer.step()
@@ -94,7 +111,7 @@ def test_gradients_scaled_by_c_with_epsilon_scaled_by_c_squared_give_the_same_up
 
 def test_state_dict_round_trip_continues_identically():
     def make(param):
-        return CenteredRMSProp([param], lr=0.1, decay=0.95, epsilon=0.01)
+        return SteppedRMSProp([param], lr=0.1, decay=0.95, epsilon=0.01)
 
     first = torch.nn.Parameter(torch.tensor(INITIAL))
     optimizer = make(first)
@@ -117,11 +134,11 @@ def test_state_dict_round_trip_continues_identically():
 def test_a_state_dict_loaded_in_memory_is_copied_not_shared():
     """Two optimizers, one loaded from the other's live state dict, step independently."""
     first = torch.nn.Parameter(torch.tensor(INITIAL))
-    optimizer = CenteredRMSProp([first], lr=0.1, decay=0.95, epsilon=0.01)
+    optimizer = SteppedRMSProp([first], lr=0.1, decay=0.95, epsilon=0.01)
     first.grad = torch.tensor(GRADIENTS[0])
     optimizer.step()
     second = torch.nn.Parameter(first.detach().clone())
-    restored = CenteredRMSProp([second], lr=0.1, decay=0.95, epsilon=0.01)
+    restored = SteppedRMSProp([second], lr=0.1, decay=0.95, epsilon=0.01)
     restored.load_state_dict(optimizer.state_dict())
     before = {key: value.clone() for key, value in restored.state[second].items()}
     first.grad = torch.tensor(GRADIENTS[1])
@@ -132,7 +149,7 @@ def test_a_state_dict_loaded_in_memory_is_copied_not_shared():
 
 def test_parameters_without_gradient_are_untouched_and_closure_is_returned():
     used, unused = (torch.nn.Parameter(torch.ones(2)) for _ in range(2))
-    optimizer = CenteredRMSProp([used, unused], lr=0.1, decay=0.95, epsilon=0.01)
+    optimizer = SteppedRMSProp([used, unused], lr=0.1, decay=0.95, epsilon=0.01)
 
     def closure():
         optimizer.zero_grad()
@@ -238,7 +255,7 @@ def test_foreach_step_is_bit_identical_to_the_per_parameter_rule(hyperparameters
     run_steps(
         [
             (reference, PerParameterCenteredRMSProp(reference, **hyperparameters)),
-            (params, CenteredRMSProp(params, **hyperparameters)),
+            (params, SteppedRMSProp(params, **hyperparameters)),
         ],
         range(30),
     )
@@ -248,10 +265,10 @@ def test_foreach_step_is_bit_identical_to_the_per_parameter_rule(hyperparameters
 def test_foreach_step_stays_bit_identical_after_a_state_dict_round_trip(hyperparameters):
     reference, params = nature_cnn_parameters(), nature_cnn_parameters()
     reference_pair = (reference, PerParameterCenteredRMSProp(reference, **hyperparameters))
-    pair = (params, CenteredRMSProp(params, **hyperparameters))
+    pair = (params, SteppedRMSProp(params, **hyperparameters))
     run_steps([reference_pair, pair], range(15))
     restored = copy_of(params)
-    restored_optimizer = CenteredRMSProp(restored, **hyperparameters)
+    restored_optimizer = SteppedRMSProp(restored, **hyperparameters)
     restored_optimizer.load_state_dict(save_and_load(pair[1].state_dict()))
     run_steps([reference_pair, pair, (restored, restored_optimizer)], range(15, 30))
 
@@ -268,7 +285,7 @@ def test_state_dicts_in_the_old_format_continue_bit_identically(steps_before):
     old_state = save_and_load(old_pair[1].state_dict())
     assert len(old_state["state"]) == (len(evens) if steps_before else 0)
     params = copy_of(old)
-    optimizer = CenteredRMSProp(params, **hyperparameters)
+    optimizer = SteppedRMSProp(params, **hyperparameters)
     optimizer.load_state_dict(old_state)
     run_steps([old_pair, (params, optimizer)], range(steps_before, steps_before + 20))
 
@@ -277,7 +294,7 @@ def test_state_exists_before_the_first_step_and_step_keeps_its_tensors():
     """What CUDA graph capture needs: a step writes into the state it finds, allocating none,
     also after loading a state dict that lacks some (an unused optimizer's)."""
     params = nature_cnn_parameters()
-    optimizer = CenteredRMSProp(params, lr=0.1, decay=0.95, epsilon=0.01)
+    optimizer = SteppedRMSProp(params, lr=0.1, decay=0.95, epsilon=0.01)
     optimizer.load_state_dict(PerParameterCenteredRMSProp(params, lr=0.1).state_dict())
     state = state_tensors(optimizer, params)
     assert len(state) == 2 * len(params) and not any(torch.count_nonzero(t) for t in state)
@@ -292,7 +309,7 @@ def state_tensors(optimizer, params):
 
 def test_a_step_is_eight_foreach_operations_whatever_the_number_of_parameters():
     params = nature_cnn_parameters()
-    optimizer = CenteredRMSProp(params, lr=0.1, decay=0.95, epsilon=0.01)
+    optimizer = SteppedRMSProp(params, lr=0.1, decay=0.95, epsilon=0.01)
     for param, gradient in zip(params, random_gradients(params, step=0), strict=True):
         param.grad = gradient
     with OperatorCounter() as counter:
@@ -317,7 +334,7 @@ def test_epsilon_outside_is_torchs_centered_rmsprop_bit_for_bit():
     """`epsilon_inside=False` (agent.optimizer=torch_rmsprop) takes torch's steps in torch's
     order, so a network trained with either has the same bits."""
     ours = run_torch(
-        lambda p: CenteredRMSProp(p, lr=0.1, decay=0.95, epsilon=0.01, epsilon_inside=False)
+        lambda p: SteppedRMSProp(p, lr=0.1, decay=0.95, epsilon=0.01, epsilon_inside=False)
     )
     torchs = run_torch(
         lambda p: torch.optim.RMSprop(p, lr=0.1, alpha=0.95, eps=0.01, centered=True)
@@ -326,7 +343,7 @@ def test_epsilon_outside_is_torchs_centered_rmsprop_bit_for_bit():
         np.testing.assert_array_equal(mine, theirs)
     networks = []
     for make in (
-        lambda p: CenteredRMSProp(p, lr=2.5e-4, epsilon=0.01, epsilon_inside=False, decay=0.95),
+        lambda p: SteppedRMSProp(p, lr=2.5e-4, epsilon=0.01, epsilon_inside=False, decay=0.95),
         lambda p: torch.optim.RMSprop(p, lr=2.5e-4, alpha=0.95, eps=0.01, centered=True),
     ):
         torch.manual_seed(0)

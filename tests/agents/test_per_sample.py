@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from test_optimizer import SteppedRMSProp
 from torch import nn
 
 from agents.double_dqn import DoubleDQN
@@ -36,7 +37,7 @@ class TinyQ(nn.Module):
 def warmed_up(network: nn.Module, seed: int) -> CenteredRMSProp:
     """An optimizer whose statistics are not zero: three steps on random batches."""
     generator = torch.Generator().manual_seed(seed)
-    optimizer = CenteredRMSProp(network.parameters(), lr=0.01, decay=0.9, epsilon=1e-4)
+    optimizer = SteppedRMSProp(network.parameters(), lr=0.01, decay=0.9, epsilon=1e-4)
     shape = (6, *network_input_shape(network))
     for _ in range(3):
         states = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
