@@ -12,8 +12,8 @@ from agents.compilation import CompiledUpdate
 from agents.networks import build_network
 from agents.optimizer import OPTIMIZERS, CenteredRMSProp, centered_rmsprop
 from agents.per_sample import parameter_change_norms
-from agents.policy import EpsilonGreedy, use_device
-from agents.settings import AgentSettings, check_pipelined, resolve_device
+from agents.policy import EpsilonGreedy, check_pipelined, resolve_device, use_device
+from agents.settings import AgentSettings
 from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
 from agents.updates import Batch, LearnStats, PendingLearn, SerialUpdates, check_batch
 

@@ -1,10 +1,12 @@
 """The ε-greedy policy of a Q-network: how training, the periodic test, the evaluation worker
-and evaluate.py all act."""
+and evaluate.py all act; and the device it and the learner run on (`agent.device`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from schema import DEVICE
 
 
 class EpsilonGreedy:
@@ -54,3 +56,27 @@ def use_device(device: torch.device) -> None:
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True
         torch.backends.cudnn.allow_tf32 = False
+
+
+def resolve_device(name: str) -> torch.device:
+    """`agent.device` (or a command line's) as a torch.device: 'auto' is cuda where available, a
+    CUDA device has its index (`cuda:0 == cuda` is False); a one-line ValueError if unusable."""
+    DEVICE.check("agent.device", name)
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return torch.device("cpu")
+    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = name.partition(":")[2]  # "" for "cuda"
+    if int(index or 0) >= available:
+        raise ValueError(
+            f"agent.device={name!r} but {available} CUDA device(s) are available; "
+            "use one of 'auto', 'cpu', 'cuda' or 'cuda:N'"
+        )
+    return torch.device("cuda", int(index or torch.cuda.current_device()))
+
+
+def check_pipelined(pipelined: bool, device: torch.device) -> None:
+    """`agent.pipelined` needs CUDA: on a CPU acting and the update compete for the cores."""
+    if pipelined and device.type != "cuda":
+        raise ValueError("agent.pipelined=true needs agent.device=cuda")

@@ -1,10 +1,8 @@
 """The learner's settings (the config's `agent` section): Tuned Double DQN (van Hasselt et al.
-2016) as Schaul et al. (2016) used it, and the device it names."""
+2016) as Schaul et al. (2016) used it."""
 
 from dataclasses import dataclass
 from typing import ClassVar
-
-import torch
 
 from agents.networks import NETWORKS
 from agents.optimizer import OPTIMIZERS
@@ -58,27 +56,3 @@ class AgentSettings(Settings):
             raise refusal(
                 "agent.torch_compile", "true", "false with agent.cuda_graphs=true (choose one)"
             )
-
-
-def resolve_device(name: str) -> torch.device:
-    """`agent.device` (or a command line's) as a torch.device: 'auto' is cuda where available, a
-    CUDA device has its index (`cuda:0 == cuda` is False); a one-line ValueError if unusable."""
-    DEVICE.check("agent.device", name)
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cpu":
-        return torch.device("cpu")
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    index = name.partition(":")[2]  # "" for "cuda"
-    if int(index or 0) >= available:
-        raise ValueError(
-            f"agent.device={name!r} but {available} CUDA device(s) are available; "
-            "use one of 'auto', 'cpu', 'cuda' or 'cuda:N'"
-        )
-    return torch.device("cuda", int(index or torch.cuda.current_device()))
-
-
-def check_pipelined(pipelined: bool, device: torch.device) -> None:
-    """`agent.pipelined` needs CUDA: on a CPU acting and the update compete for the cores."""
-    if pipelined and device.type != "cuda":
-        raise ValueError("agent.pipelined=true needs agent.device=cuda")

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 
 import train  # noqa: F401 - its import registers the configs' schemas and resolvers
-from agents.settings import resolve_device
+from agents.policy import resolve_device
 from launch.run_guard import keep_freed_memory, torch_threads
 from launch.validation import validate_config
 

@@ -8,8 +8,7 @@ import os
 import torch
 
 from agents.networks import build_network
-from agents.policy import EpsilonGreedy
-from agents.settings import resolve_device
+from agents.policy import EpsilonGreedy, resolve_device
 from artifacts.snapshot import SnapshotInfo, read_snapshot
 
 

@@ -14,7 +14,7 @@ import torch
 from omegaconf.errors import OmegaConfBaseException
 
 from agents.networks import build_network
-from agents.settings import check_pipelined, resolve_device
+from agents.policy import check_pipelined, resolve_device
 from artifacts.command_line import available_memory, unwritable_reason
 from artifacts.run_directory import RunDirectory
 from envs.registry import environment_kind

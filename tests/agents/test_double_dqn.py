@@ -16,7 +16,8 @@ from torch import nn
 from agents.acceleration import PinnedStaging
 from agents.double_dqn import DoubleDQN, optimizer_epsilon
 from agents.optimizer import CenteredRMSProp, centered_rmsprop
-from agents.settings import AgentSettings, resolve_device
+from agents.policy import resolve_device
+from agents.settings import AgentSettings
 from agents.targets import double_q_targets, dqn_targets, weighted_huber_loss
 from agents.updates import LearnStats
 
