@@ -1,4 +1,4 @@
-"""TensorBoard scalars and the console progress bar of a training run."""
+"""TensorBoard scalars and figures, and the console progress bar, of a training run."""
 
 import math
 import os
@@ -17,23 +17,10 @@ from tqdm import tqdm
 
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.run_directory import RunDirectory
-from training.figures import replay_rate_figure, sorted_td_errors_figure
 from training.run_state import marked, select
 
 HPARAMS = "hparams"  # the folder below tensorboard/ with the hyperparameters and results
 HYPERPARAMETERS = marked("hyperparameter")  # what a sweep varies
-
-
-def _replay_scalars(replay) -> dict[str, float]:
-    scalars = {
-        "replay/size": len(replay),
-        "replay/max_priority": replay.max_priority,
-        "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
-        **replay.summary(),
-    }
-    if replay.priority_exponent is not None:  # uniform replay has no α
-        scalars["replay/priority_exponent"] = replay.priority_exponent
-    return scalars
 
 
 def write_scalars(writer: SummaryWriter, scalars: dict[str, float], step: int) -> None:
@@ -149,7 +136,15 @@ class Progress:
     def period(self, step: int, scalars: dict[str, float], replay) -> None:
         """Write this period's `scalars` (the loop's schedules and the optimizer's steps), the
         replay's and the learning averages, and move the progress bar."""
-        scalars = {**scalars, **_replay_scalars(replay)}
+        scalars = {
+            **scalars,
+            "replay/size": len(replay),
+            "replay/max_priority": replay.max_priority,
+            "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
+            **replay.summary(),
+        }
+        if replay.priority_exponent is not None:  # uniform replay has no α
+            scalars["replay/priority_exponent"] = replay.priority_exponent
         elapsed = time.perf_counter() - self._clock
         steps_per_second = (step - self._period_start) / max(elapsed, 1e-9)
         scalars["speed/steps_per_second"] = steps_per_second
@@ -221,3 +216,36 @@ class Progress:
                 self._writer.close()
         finally:
             self.bar.close()
+
+
+def _axes():
+    """A new figure; matplotlib is imported here, not at start-up (it costs a second)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # training runs headless
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(5, 3.5), layout="tight")
+
+
+def sorted_td_errors_figure(errors: np.ndarray):
+    """Last-seen |δ| of every replayed transition in memory, sorted (Figure 10)."""
+    errors = np.sort(errors[np.isfinite(errors)])[::-1]
+    figure, axes = _axes()
+    axes.plot(np.linspace(0, 1, len(errors)), errors)
+    axes.set(xlabel="fraction of replayed transitions, sorted", ylabel="last-seen |δ|")
+    return figure
+
+
+def replay_rate_figure(errors: np.ndarray, rate: np.ndarray, bins: int = 20):
+    """Replays per added transition since insertion, against last-seen |δ| (cf. Figure 11)."""
+    seen = np.isfinite(errors)
+    figure, axes = _axes()
+    if seen.any():
+        span = (0, errors[seen].max() + 1e-9)
+        counts, edges = np.histogram(errors[seen], bins, span)
+        sums, _ = np.histogram(errors[seen], bins, span, weights=rate[seen])
+        centres = (edges[:-1] + edges[1:]) / 2
+        axes.plot(centres[counts > 0], sums[counts > 0] / counts[counts > 0], marker="o")
+    axes.set(xlabel="last-seen |δ|", ylabel="replays per added transition")
+    return figure
