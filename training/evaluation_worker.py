@@ -1,14 +1,13 @@
 """The process that plays the periodic tests beside training (`evaluation.worker: true`).
 
 Protocol, over two one-way pipes of pickled messages. The training process sends the settings
-first (env arguments, ε, frame budget, the evaluation generator, the device, whether to act
-through CUDA graphs), then requests,
-each the path of an agent snapshot (`artifacts.snapshot`) to test; the worker plays them
-strictly in the order sent and answers each, in that order, with `Played(result, rng_state)`
-(`rng_state`: the evaluation generator after the test, where the next test starts) or with
-`Failed(message)`, after which it exits. The worker owns the evaluation stream from the state
-it was given, so the training process gives it the state the oldest test it will send starts
-from.
+first (`play_test`'s: env arguments, ε and frame budget; the evaluation generator, the device,
+whether to act through CUDA graphs), then requests, each the path of an agent snapshot
+(`artifacts.snapshot`) to test; the worker plays them strictly in the order sent and answers
+each, in that order, with `Played(result, rng_state)` (`rng_state`: the evaluation generator
+after the test, where the next test starts) or with `Failed(message)`, after which it exits.
+The worker owns the evaluation stream from the state it was given, so the training process
+gives it the state the oldest test it will send starts from.
 """
 
 import os
@@ -103,21 +102,14 @@ def play_test(
 
 
 class EvaluationWorker:
-    """A process playing the tests `submit`ted to it, on `device` with one torch thread: on
-    CPU its forward passes are the inline test's, bit for bit. On CUDA it acts through a
-    captured forward pass only with `cuda_graphs` (the run's `agent.cuda_graphs`), and then
-    only once the graph has matched the eager pass. It exits by itself when the training
+    """A process playing the tests `submit`ted to it (`play_test`, with `settings`), on `device`
+    with one torch thread: on CPU its forward passes are the inline test's, bit for bit. On CUDA it
+    acts through a captured forward pass only with `cuda_graphs` (the run's `agent.cuda_graphs`),
+    and then only once the graph has matched the eager pass. It exits by itself when the training
     process dies (at its next action, or when it waits for a request)."""
 
     def __init__(
-        self,
-        env_kwargs: dict,
-        *,
-        epsilon: float,
-        frames: int,
-        rng: np.random.Generator,
-        device: str,
-        cuda_graphs: bool = False,
+        self, settings: dict, *, rng: np.random.Generator, device: str, cuda_graphs: bool = False
     ):
         request_end, requests = os.pipe()
         results, result_end = os.pipe()
@@ -138,7 +130,7 @@ class EvaluationWorker:
         self._requests = Connection(requests, readable=False)
         self._results = Connection(results, writable=False)
         self._outstanding: deque[int] = deque()  # steps sent and not answered, oldest first
-        self._send((env_kwargs, epsilon, frames, rng, device, cuda_graphs), step=None)
+        self._send((settings, rng, device, cuda_graphs), step=None)
 
     def submit(self, step: int, agent_file: Path) -> None:
         self._send(str(agent_file), step)
@@ -203,19 +195,12 @@ def serve(requests: int, results: int, parent: int) -> None:
         return os.getppid() != parent
 
     try:
-        env_kwargs, epsilon, frames, rng, device, cuda_graphs = requests.recv()
+        settings, rng, device, cuda_graphs = requests.recv()
         while True:
             agent_file = requests.recv()
             try:
                 policy, _ = load_agent_snapshot(agent_file, device, cuda_graphs)
-                result = play_test(
-                    policy,
-                    env_kwargs,
-                    rng=rng,
-                    epsilon=epsilon,
-                    frames=frames,
-                    stop_requested=orphaned,
-                )
+                result = play_test(policy, **settings, rng=rng, stop_requested=orphaned)
             except Interrupted:
                 return
             except Exception as error:
