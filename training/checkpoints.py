@@ -3,14 +3,12 @@
 A checkpoint is a state file (`state-<step>-frames<m>.pt`: networks, optimizer, counters,
 generators, sampler, replay metadata — everything but the frames) plus one on-disk copy of the
 replay's frames (`frames-<m>.bin`). There are as many frame copies as kept checkpoints; each
-checkpoint brings the copy of the oldest one up to date by writing only the slots written since
-that copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight
-from the live array (no second in-memory copy): with the paper's settings (1M slots, a
-checkpoint every 250k steps, keep 2) about half of the 7 GB per checkpoint, never a RAM copy.
-The slots written since are found by ring order: every slot written since `frames_written` was
-s lies in ring positions s … frames_written − 1 (`replay.storage.Storage`); a storage that
-writes anywhere (forgetting by priority) advances the count past each slot it writes, and its
-checkpoints are then in effect full copies.
+checkpoint brings the copy of the oldest one up to date by writing only the slots written since that
+copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight from the
+live array (no second in-memory copy). The slots written since are found by ring order: every slot
+written since `frames_written` was s lies in ring positions s … frames_written − 1
+(`replay.storage.Storage`); a storage that writes anywhere (forgetting by priority) advances the
+count past each slot it writes, and its checkpoints are then in effect full copies.
 
 Invariants that make it crash-safe:
 - a state file exists only complete: written to a temporary name, fsynced, renamed;
@@ -72,20 +70,12 @@ class CheckpointStore:
     def __init__(self, directory: Path, keep: int = CheckpointSettings.keep):
         self.directory = Path(directory)
         self.keep = keep
-        # Frame copies known to hold this run's own history: those of the state files found
-        # first, and those this process synced. Any other copy (an orphan of a killed save, or
-        # of a checkpoint deleted by hand) may hold another timeline and is rewritten in full.
+        # Frame copies known to hold this run's own history (an orphan of a killed save, or of
+        # a checkpoint deleted by hand, may hold another): the module's invariants.
         self._trusted: set[int] | None = None
         # The CRC-32s of the live frames' chunks at a count of frames written (frames_written,
-        # chunk_slots, crc32s): the last sync's, or those the frames read back matched. A chunk
-        # no slot was written in since keeps its CRC, so a chunk is hashed once after it
-        # changes, not once for each copy it is synced into.
+        # chunk_slots, crc32s): the last sync's, or those the frames read back matched.
         self._hashed: tuple[int, int, list[int]] | None = None
-
-    def _trusted_copies(self) -> set[int]:
-        if self._trusted is None:
-            self._trusted = {_frames_copy(p) for p in self.state_files()}
-        return self._trusted
 
     def state_files(self) -> list[Path]:
         """Complete state files, oldest first."""
@@ -114,9 +104,6 @@ class CheckpointStore:
             return {}
         return sidecar if isinstance(sidecar, dict) else {}
 
-    def _synced_count(self, copy: int) -> int | None:
-        return self._sidecar(copy).get("frames_written")
-
     def save(self, step: int, state: dict, frames: np.ndarray, frames_written: int) -> Path:
         """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count.
 
@@ -126,35 +113,43 @@ class CheckpointStore:
         path = self.directory / f"state-{step:012d}-frames?.pt"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            trusted = self._trusted_copies()
             existing = self.state_files()
             used = {_frames_copy(p) for p in existing}
+            if self._trusted is None:  # the copies of the state files found first
+                self._trusted = set(used)
             free = set(range(self.keep)) - used
             copy = min(free) if free else _frames_copy(existing[0])
             path = self.directory / f"state-{step:012d}-frames{copy}.pt"
+            payload = {
+                **CHECKPOINT.fields(),
+                "step": step,
+                "frames_copy": copy,
+                "frames_written": frames_written,
+                "frames_shape": list(frames.shape),
+                "state": to_tensors(state),
+            }
             # ~100 MB at full size (all but the frames), serialized before any file changes.
-            serialized = torch_bytes(self._payload(step, state, copy, frames, frames_written))
+            serialized = torch_bytes(payload)
             if copy in used:
                 existing[0].unlink()
                 fsync_directory(self.directory)
-            self._sync_frames(copy, frames, frames_written, incremental=copy in trusted)
-            trusted.add(copy)
+            self._sync_frames(copy, frames, frames_written, incremental=copy in self._trusted)
+            self._trusted.add(copy)
             write_atomically(path, serialized)
         except OSError as error:
             files = self.state_files()
-            kept = "no earlier one exists"
-            if files:
-                kept = f"{files[-1].name} is the newest complete one"
+            kept = (
+                f"{files[-1].name} is the newest complete one" if files else "no earlier one exists"
+            )
             raise CheckpointError(f"could not write checkpoint {path}: {error}; {kept}") from None
         return path
 
     def keep_latest_only(self) -> bool:
         """Delete every checkpoint but the newest, and every frame copy it does not use: what a
-        finished run keeps (half the disk of an Atari run's two). The older one only guarded
-        against a failed save of the newest; a later save into this directory goes to a free
-        copy, written in full, so the newest still survives a failed one. Each state file goes
-        before its copy, and a copy's sidecar before its bytes (the module's invariants).
-        Returns whether there was anything to delete."""
+        finished run keeps. A later save into this directory goes to a free copy, written in full,
+        so the newest still survives a failed one. Each state file goes before its copy, and a
+        copy's sidecar before its bytes (the module's invariants). Returns whether there was
+        anything to delete."""
         files = self.state_files()
         if not files:
             return False
@@ -172,23 +167,11 @@ class CheckpointStore:
         fsync_directory(self.directory)
         return len(files) > 1 or copies != {kept}
 
-    @staticmethod
-    def _payload(step, state, copy, frames: np.ndarray, frames_written: int) -> dict:
-        return {
-            **CHECKPOINT.fields(),
-            "step": step,
-            "frames_copy": copy,
-            "frames_written": frames_written,
-            "frames_shape": list(frames.shape),
-            "state": to_tensors(state),
-        }
-
     def _sync_frames(
         self, copy: int, frames: np.ndarray, frames_written: int, incremental: bool
     ) -> None:
         capacity = len(frames)
-        sidecar = self._sidecar(copy) if incremental else {}
-        synced = sidecar.get("frames_written")
+        synced = self._sidecar(copy).get("frames_written") if incremental else None
         self._sidecar_path(copy).unlink(missing_ok=True)
         fsync_directory(self.directory)
         reached = min(frames_written, capacity)  # the slots past these are zero
@@ -247,7 +230,7 @@ class CheckpointStore:
             return None
         path = files[-1]
         payload = self._read(path)
-        if self._synced_count(payload["frames_copy"]) != payload["frames_written"]:
+        if self._sidecar(payload["frames_copy"]).get("frames_written") != payload["frames_written"]:
             raise CheckpointError(
                 f"checkpoint {path}: its replay frames were changed after it was written; "
                 "delete it to resume from the one before"
