@@ -22,7 +22,7 @@ from tqdm import tqdm
 from artifacts.atomic import write_atomically
 from artifacts.run_directory import RunDirectory
 from schema import shown
-from training.run_state import marked
+from training.run_state import marked, select
 
 # Settings a resumed run may change, as they change no result beyond float rounding: a requeued
 # job that lands on a GPU where CUDA graphs fail can go on without them.
@@ -54,12 +54,6 @@ def differences(a, b, prefix: str = "") -> dict[str, tuple]:
     return {} if a == b else {prefix.rstrip("."): (a, b)}
 
 
-def _select(config: dict, key: str):
-    for part in key.split("."):
-        config = config.get(part) if isinstance(config, dict) else None
-    return config
-
-
 def _assign(config: dict, key: str, value) -> None:
     *sections, name = key.split(".")
     for section in sections:
@@ -85,7 +79,7 @@ class RunRecord:
     def change(self, step: int, key: str, value, why: str) -> str:
         """`key` is `value` from `step` on, for the reason `why`; written by the next `write`.
         Returns the note that says so."""
-        before = _select(self.config, key)
+        before = select(self.config, key)
         _assign(self.config, key, value)
         self.changes.append({"step": step, "setting": key, "from": before, "to": value, "why": why})
         return (

@@ -20,12 +20,13 @@ from training.settings import (
 )
 
 
-def select(settings, key: str):
-    """The value at a dotted `key` of a run's settings, or None where they have no such key
-    (a uniform replay has no `replay.priority_exponent`)."""
+def select(value, key: str):
+    """The value at a dotted `key` of a run's settings, or of their record as nested dicts
+    (`run_record`), or None where they have no such key (a uniform replay has no
+    `replay.priority_exponent`)."""
     for part in key.split("."):
-        settings = getattr(settings, part, None)
-    return settings
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+    return value
 
 
 # Every schema of a run's settings.
