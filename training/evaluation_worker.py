@@ -5,9 +5,9 @@ first (`play_test`'s: env arguments, ε and frame budget; the evaluation generat
 whether to act through CUDA graphs), then requests, each the path of an agent snapshot
 (`artifacts.snapshot`) to test; the worker plays them strictly in the order sent and answers
 each, in that order, with `Played(result, rng_state)` (`rng_state`: the evaluation generator
-after the test, where the next test starts) or with `Failed(message)`, after which it exits.
-The worker owns the evaluation stream from the state it was given, so the training process
-gives it the state the oldest test it will send starts from.
+after the test, where the next test starts) or with the line that says why it failed (a str),
+after which it exits. The worker owns the evaluation stream from the state it was given, so the
+training process gives it the state the oldest test it will send starts from.
 """
 
 import os
@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -35,14 +36,12 @@ from evaluation.snapshot import load_agent_snapshot
 # its warning before a time limit or preemption (submitit's USR2) every process of the job; the
 # training process decides when the run stops.
 WORKER_COMMAND = (
-    "import signal, sys; "
-    "signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-    "signal.signal(signal.SIGUSR1, signal.SIG_IGN); "
-    "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
-    "sys.path.insert(0, sys.argv[1]); "
-    "from training.evaluation_worker import serve; "
-    "serve(*map(int, sys.argv[2:]))"
+    "import signal, sys\n"
+    "for name in ('SIGINT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2'):\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from training.evaluation_worker import serve\n"
+    "serve(*map(int, sys.argv[2:]))\n"
 )
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # where `training` was imported from
 
@@ -61,25 +60,6 @@ class Played:
     rng_state: dict
 
 
-@dataclass(frozen=True)
-class Failed:
-    message: str
-
-
-class _StoppablePolicy:
-    """A policy, as the evaluator sees it, except that acting after a stop request ends the
-    test at once (a test at the paper's size takes minutes on a CPU)."""
-
-    def __init__(self, policy: Policy, stop_requested: Callable[[], bool]):
-        self.policy, self.stop_requested = policy, stop_requested
-        self.history_length = policy.history_length
-
-    def act(self, state, epsilon, rng=None):
-        if self.stop_requested():
-            raise Interrupted
-        return self.policy.act(state, epsilon, rng)
-
-
 def play_test(
     policy: Policy,
     env_kwargs: dict,
@@ -91,21 +71,22 @@ def play_test(
 ) -> EvaluationResult:
     """The paper's test of `policy`: the one call the inline test and the worker both make, so
     both draw the same numbers from `rng`. A stop request raises Interrupted at the next
-    action, `rng` part-way."""
-    return evaluate_noop(
-        _StoppablePolicy(policy, stop_requested),
-        env_kwargs,
-        rng=rng,
-        epsilon=epsilon,
-        max_frames=frames,
-    )
+    action, `rng` part-way (a test at the paper's size takes minutes on a CPU)."""
+
+    def act(*args, **kwargs) -> int:
+        if stop_requested():
+            raise Interrupted
+        return policy.act(*args, **kwargs)
+
+    stoppable = SimpleNamespace(history_length=policy.history_length, act=act)
+    return evaluate_noop(stoppable, env_kwargs, rng=rng, epsilon=epsilon, max_frames=frames)
 
 
 class EvaluationWorker:
-    """A process playing the tests `submit`ted to it (`play_test`, with `settings`), on `device`
-    with one torch thread: on CPU its forward passes are the inline test's, bit for bit. On CUDA it
-    acts through a captured forward pass only with `cuda_graphs` (the run's `agent.cuda_graphs`),
-    and then only once the graph has matched the eager pass. It exits by itself when the training
+    """A process playing the tests `submit`ted to it, on `device` with one torch thread: on
+    CPU its forward passes are the inline test's, bit for bit. On CUDA it acts through a
+    captured forward pass only with `cuda_graphs` (the run's `agent.cuda_graphs`), and then
+    only once the graph has matched the eager pass. It exits by itself when the training
     process dies (at its next action, or when it waits for a request)."""
 
     def __init__(
@@ -152,10 +133,9 @@ class EvaluationWorker:
                 answer = self._results.recv()
             except EOFError:
                 raise self._died(step) from None
-            if isinstance(answer, Failed):
+            if isinstance(answer, str):
                 raise EvaluationWorkerError(
-                    f"the periodic test at step {step} failed in the evaluation worker: "
-                    f"{answer.message}"
+                    f"the periodic test at step {step} failed in the evaluation worker: {answer}"
                 )
             self._outstanding.popleft()
             answers.append(answer)
@@ -164,14 +144,9 @@ class EvaluationWorker:
     def _died(self, step: int | None) -> EvaluationWorkerError:
         try:
             code = self.process.wait(timeout=10)
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         except subprocess.TimeoutExpired:
-            code = None
-        if code is None:
             how = "it stopped answering"
-        elif code < 0:
-            how = f"killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exit status {code}"
         test = "" if step is None else f" before finishing the periodic test at step {step}"
         return EvaluationWorkerError(f"the evaluation worker died ({how}){test}")
 
@@ -190,21 +165,19 @@ def serve(requests: int, results: int, parent: int) -> None:
     its ends or dies."""
     requests, results = Connection(requests, writable=False), Connection(results, readable=False)
     torch.set_num_threads(1)
-
-    def orphaned() -> bool:
-        return os.getppid() != parent
-
     try:
         settings, rng, device, cuda_graphs = requests.recv()
         while True:
             agent_file = requests.recv()
             try:
                 policy, _ = load_agent_snapshot(agent_file, device, cuda_graphs)
-                result = play_test(policy, **settings, rng=rng, stop_requested=orphaned)
+                result = play_test(
+                    policy, **settings, rng=rng, stop_requested=lambda: os.getppid() != parent
+                )
             except Interrupted:
                 return
             except Exception as error:
-                results.send(Failed(error_line(error)))
+                results.send(error_line(error))
                 return
             results.send(Played(result, rng.bit_generator.state))
     except (EOFError, BrokenPipeError):

@@ -20,7 +20,6 @@ from training.checkpoints import CheckpointError
 from training.evaluation_worker import EvaluationWorker, Interrupted, Played, play_test
 from training.settings import Run
 
-PENDING_TESTS = "pending_tests"  # in the run directory: the agents of the tests not recorded
 AGENT_FILE = re.compile(r"(\.)?step-(\d{12})\.pt(\.tmp)?")  # or its temporary, while written
 WAIT_SECONDS = 0.2  # how often waiting for the worker looks at the stop request
 
@@ -31,10 +30,9 @@ class PeriodicTest:
     `agent_best.pt` (what the human-starts protocol scores).
 
     Tests are recorded (TensorBoard at the test's step, the snapshots, `best_score`) in step
-    order, and each one draws from `rng` where the one before left it. Inline
-    (`evaluation.worker: false`) `request` plays the test at once. With a worker it saves the
-    agent to `pending_tests/` and an `EvaluationWorker` process plays the tests in order while
-    training goes on; `poll` records those it finished. The scores are the same either way.
+    order, and each one draws from `rng` where the one before left it: played inline
+    (`evaluation.worker: false`) or by an `EvaluationWorker` process while training goes on,
+    they score the same.
 
     State (`state_dict`, in checkpoints): `best_score`, the score of the agent in
     `agent_best.pt`, and `pending_steps`, the tests requested and not recorded yet, oldest
@@ -62,8 +60,7 @@ class PeriodicTest:
         self.settings = dict(
             env_kwargs=vars(cfg.env), epsilon=cfg.evaluation.epsilon, frames=cfg.evaluation.frames
         )
-        self.in_worker = cfg.evaluation.worker
-        self.agent_files = Path(run_dir) / PENDING_TESTS
+        self.agent_files = Path(run_dir) / "pending_tests"  # the agents of tests not recorded
         self._worker: EvaluationWorker | None = None
         # The agent files of recorded tests, by the checkpoint period they were recorded in;
         # the last list is the current period's (see `state_dict`).
@@ -71,7 +68,7 @@ class PeriodicTest:
 
     def request(self, agent, step: int, writer) -> None:
         """Test `agent` at `step`: inline at once, else from a snapshot of it, in the worker."""
-        if not self.in_worker:
+        if not self.cfg.evaluation.worker:
             self.run(agent, step, writer)
             return
         path = self._agent_file(step)
@@ -108,7 +105,7 @@ class PeriodicTest:
         `step` was written, and an older kept checkpoint may list them: they are deleted as that
         period's files are (`state_dict`). Later ones, and half-written ones, are of steps the
         resumed run plays again: they go now."""
-        if not self.in_worker:
+        if not self.cfg.evaluation.worker:
             if self.pending_steps:
                 self.run(agent, self.pending_steps[0], writer)
             return
@@ -148,11 +145,10 @@ class PeriodicTest:
     def complete(self, writer) -> bool:
         """The run's end: `wait`, then remove `pending_tests/`, which a finished run no longer
         needs; False, with nothing removed, when a stop request came first."""
-        if not self.wait(writer):
-            return False
-        if self.agent_files.is_dir():
+        finished = self.wait(writer)
+        if finished and self.agent_files.is_dir():
             shutil.rmtree(self.agent_files)
-        return True
+        return finished
 
     def close(self) -> None:
         """End the worker, if one was started; the tests it had not finished stay pending."""
@@ -176,10 +172,8 @@ class PeriodicTest:
         self.pending_steps = [int(step) for step in state["pending_test_steps"]]
 
     def _save_agent(self, path: Path, agent, step: int, score: float | None) -> None:
-        frames = step * self.cfg.env.frame_skip
-        save_agent_snapshot(
-            path, agent, game=self.cfg.env.game, step=step, frames=frames, score=score
-        )
+        game, frames = self.cfg.env.game, step * self.cfg.env.frame_skip
+        save_agent_snapshot(path, agent, game=game, step=step, frames=frames, score=score)
 
     def _agent_file(self, step: int) -> Path:
         return self.agent_files / f"step-{step:012d}.pt"
