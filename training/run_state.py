@@ -20,16 +20,14 @@ from training.settings import (
 )
 
 
-def select(value, key: str):
-    """The value at a dotted `key` of a run's settings, or of their record as nested dicts
-    (`run_record`), or None where they have no such key (a uniform replay has no
-    `replay.priority_exponent`)."""
+def select(settings, key: str):
+    """The value at a dotted `key` of a run's settings, or None where they have no such key
+    (a uniform replay has no `replay.priority_exponent`)."""
     for part in key.split("."):
-        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
-    return value
+        settings = getattr(settings, part, None)
+    return settings
 
 
-# Every schema of a run's settings.
 SCHEMAS = (
     *(kind.settings for kind in ENVIRONMENTS.values()),
     AgentSettings,
@@ -103,8 +101,7 @@ def capture_run_state(training) -> dict:
 
 
 def threads_run_with(checkpoint: dict | None) -> int | None:
-    """The torch thread count of the run a `resumable` checkpoint belongs to (None: a fresh
-    run)."""
+    """The torch thread count a `resumable` checkpoint's run ran with (None: a fresh run)."""
     return None if checkpoint is None else int(checkpoint["state"]["torch_threads"])
 
 
