@@ -3,10 +3,10 @@
 A checkpoint is a state file (`state-<step>-frames<m>.pt`: networks, optimizer, counters,
 generators, sampler, replay metadata — everything but the frames) plus one on-disk copy of the
 replay's frames (`frames-<m>.bin`). There are as many frame copies as kept checkpoints; each
-checkpoint brings the copy of the oldest one up to date by writing only the slots written since that
-copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight from the
-live array (no second in-memory copy). The slots written since are found by ring order: every slot
-written since `frames_written` was s lies in ring positions s … frames_written − 1
+checkpoint brings the copy of the oldest one up to date by writing only the slots written since
+that copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight
+from the live array (no second in-memory copy). The slots written since are found by ring order:
+every slot written since `frames_written` was s lies in ring positions s … frames_written − 1
 (`replay.storage.Storage`); a storage that writes anywhere (forgetting by priority) advances the
 count past each slot it writes, and its checkpoints are then in effect full copies.
 
@@ -79,9 +79,7 @@ class CheckpointStore:
 
     def state_files(self) -> list[Path]:
         """Complete state files, oldest first."""
-        if not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.iterdir() if STATE_FILE.fullmatch(p.name))
+        return sorted(p for p in self.directory.glob("*") if STATE_FILE.fullmatch(p.name))
 
     def latest_step(self) -> int | None:
         """The step of the newest complete checkpoint, or None."""
@@ -105,11 +103,9 @@ class CheckpointStore:
         return sidecar if isinstance(sidecar, dict) else {}
 
     def save(self, step: int, state: dict, frames: np.ndarray, frames_written: int) -> Path:
-        """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count.
-
-        Raises a one-line `CheckpointError` if the disk refuses a write (full, read-only, ...);
-        the checkpoints written before stay complete and loadable.
-        """
+        """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count. A
+        write the disk refuses (full, read-only, ...) is a one-line `CheckpointError`; the
+        checkpoints written before stay complete and loadable."""
         path = self.directory / f"state-{step:012d}-frames?.pt"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -146,10 +142,10 @@ class CheckpointStore:
 
     def keep_latest_only(self) -> bool:
         """Delete every checkpoint but the newest, and every frame copy it does not use: what a
-        finished run keeps. A later save into this directory goes to a free copy, written in full,
-        so the newest still survives a failed one. Each state file goes before its copy, and a
-        copy's sidecar before its bytes (the module's invariants). Returns whether there was
-        anything to delete."""
+        finished run keeps. A later save into this directory goes to a free copy, written in
+        full, so the newest still survives a failed one. Each state file goes before its copy,
+        and a copy's sidecar before its bytes (the module's invariants). Returns whether there
+        was anything to delete."""
         files = self.state_files()
         if not files:
             return False
@@ -191,9 +187,7 @@ class CheckpointStore:
         descriptor = os.open(self._frames_path(copy), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             with ThreadPoolExecutor(1) as hashing:
-                hashed = [
-                    hashing.submit(zlib.crc32, _chunk(frames, c, chunk_slots)) for c in chunks
-                ]
+                hashed = hashing.map(zlib.crc32, [_chunk(frames, c, chunk_slots) for c in chunks])
                 if full:
                     os.ftruncate(descriptor, 0)
                 os.ftruncate(descriptor, frames.nbytes)
@@ -201,7 +195,7 @@ class CheckpointStore:
                     write_all(descriptor, frames[first:last].reshape(-1), first * frames[0].nbytes)
                 os.fsync(descriptor)
                 for chunk, checksum in zip(chunks, hashed, strict=True):
-                    checksums[chunk] = checksum.result()
+                    checksums[chunk] = checksum
         finally:
             os.close(descriptor)
         record = {"frames_written": frames_written, "chunk_slots": chunk_slots, "crc32": checksums}
