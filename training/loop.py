@@ -32,8 +32,7 @@ def linear_schedule(start: float, end: float, begin_step: int, end_step: int, st
 
 def importance_exponent(run: Run, step: int) -> float:
     """β at `step`: β0 until learning starts, then linear to its final value at
-    `replay.importance_exponent_final_step` (null: the run's last step). The budget presets
-    put that step at the paper's 50M, so that a shorter run is the paper's run's beginning."""
+    `replay.importance_exponent_final_step` (null: the run's last step; docs/results.md)."""
     r, t = run.replay, run.train
     end_step = r.importance_exponent_final_step or t.total_steps
     start, end = r.importance_exponent, r.importance_exponent_final
@@ -172,13 +171,9 @@ class Training:
             return
         self._settle_learning()
         self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
-        save_final_snapshot(
-            RunDirectory(self.run_dir).final_snapshot,
-            self.parts.agent,
-            game=self.cfg.env.game,
-            step=self.step,
-            frames=self.step * self.cfg.env.frame_skip,
-        )
+        env, path = self.cfg.env, RunDirectory(self.run_dir).final_snapshot
+        frames = self.step * env.frame_skip
+        save_final_snapshot(path, self.parts.agent, game=env.game, step=self.step, frames=frames)
         self.checkpoints.keep_latest_only()
 
     def _act_and_store(self) -> None:
@@ -262,11 +257,9 @@ class Training:
         """ε at `step` (by default this one): 1 until learning starts, then linear over
         `epsilon_decay_steps` (DeepMind's code: the replay-start actions are all random, none
         from the untrained network)."""
-        t = self.cfg.train
-        begin, step = t.learning_start_steps, self.step if step is None else step
-        return linear_schedule(
-            t.epsilon_start, t.epsilon_final, begin, begin + t.epsilon_decay_steps, step
-        )
+        t, step = self.cfg.train, self.step if step is None else step
+        begin, end = t.learning_start_steps, t.learning_start_steps + t.epsilon_decay_steps
+        return linear_schedule(t.epsilon_start, t.epsilon_final, begin, end, step)
 
     def _log(self) -> None:
         self._settle_learning()
@@ -281,7 +274,5 @@ class Training:
             self.progress.replay_profile(self.step, replay)
 
     def save_checkpoint(self) -> Path:
-        replay = self.parts.replay
-        return self.checkpoints.save(
-            self.step, capture_run_state(self), replay.frames, replay.frames_written
-        )
+        state, replay = capture_run_state(self), self.parts.replay
+        return self.checkpoints.save(self.step, state, replay.frames, replay.frames_written)
