@@ -17,7 +17,7 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,24 +92,23 @@ class EvaluationWorker:
     def __init__(
         self, settings: dict, *, rng: np.random.Generator, device: str, cuda_graphs: bool = False
     ):
-        request_end, requests = os.pipe()
-        results, result_end = os.pipe()
+        request_end, self._requests = Pipe(duplex=False)
+        self._results, result_end = Pipe(duplex=False)
+        ends = (request_end.fileno(), result_end.fileno())
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", WORKER_COMMAND, PACKAGE_ROOT]
-                + [str(fd) for fd in (request_end, result_end, os.getpid())],
-                pass_fds=(request_end, result_end),
+                + [str(fd) for fd in (*ends, os.getpid())],
+                pass_fds=ends,
             )
         except OSError as error:
-            os.close(requests)
-            os.close(results)
+            self._requests.close()
+            self._results.close()
             raise EvaluationWorkerError(f"the evaluation worker could not start: {error}") from None
         finally:
             # The worker's ends: with them closed here, its death reads as the end of a pipe.
-            os.close(request_end)
-            os.close(result_end)
-        self._requests = Connection(requests, readable=False)
-        self._results = Connection(results, writable=False)
+            request_end.close()
+            result_end.close()
         self._outstanding: deque[int] = deque()  # steps sent and not answered, oldest first
         self._send((settings, rng, device, cuda_graphs), step=None)
 
@@ -160,9 +159,8 @@ class EvaluationWorker:
 
 
 def serve(requests: int, results: int, parent: int) -> None:
-    """The worker (`WORKER_COMMAND`): the settings first, then agent files to test, from the
-    pipe `requests`; answers into `results`; until the training process (pid `parent`) closes
-    its ends or dies."""
+    """The worker (`WORKER_COMMAND`): the protocol's messages from the pipe `requests`, answers
+    into `results`, until the training process (pid `parent`) closes its ends or dies."""
     requests, results = Connection(requests, writable=False), Connection(results, readable=False)
     torch.set_num_threads(1)
     try:

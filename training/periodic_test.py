@@ -1,5 +1,6 @@
 """The paper's periodic test (Appendix B.2.3) and the snapshots it keeps."""
 
+import functools
 import json
 import math
 import re
@@ -21,7 +22,6 @@ from training.evaluation_worker import EvaluationWorker, Interrupted, Played, pl
 from training.settings import Run
 
 AGENT_FILE = re.compile(r"(\.)?step-(\d{12})\.pt(\.tmp)?")  # or its temporary, while written
-WAIT_SECONDS = 0.2  # how often waiting for the worker looks at the stop request
 
 
 class PeriodicTest:
@@ -60,6 +60,7 @@ class PeriodicTest:
         self.settings = dict(
             env_kwargs=vars(cfg.env), epsilon=cfg.evaluation.epsilon, frames=cfg.evaluation.frames
         )
+        self.in_worker = cfg.evaluation.worker
         self.agent_files = Path(run_dir) / "pending_tests"  # the agents of tests not recorded
         self._worker: EvaluationWorker | None = None
         # The agent files of recorded tests, by the checkpoint period they were recorded in;
@@ -68,12 +69,12 @@ class PeriodicTest:
 
     def request(self, agent, step: int, writer) -> None:
         """Test `agent` at `step`: inline at once, else from a snapshot of it, in the worker."""
-        if not self.cfg.evaluation.worker:
+        if not self.in_worker:
             self.run(agent, step, writer)
             return
         path = self._agent_file(step)
         try:
-            self._save_agent(path, agent, step, score=None)
+            self._save_agent(agent, step, path, score=None)
         except OSError as error:
             raise CheckpointError(
                 f"could not write {path}, the agent of the periodic test at step {step} "
@@ -94,18 +95,15 @@ class PeriodicTest:
             self.rng.bit_generator.state, self.pending_steps = rng_state, [step]
             return
         self.pending_steps = []
-        self._record(
-            step, result, writer, lambda path, score: self._save_agent(path, agent, step, score)
-        )
+        self._record(step, result, writer, functools.partial(self._save_agent, agent, step))
 
     def resume(self, agent, step: int, writer) -> None:
         """Before this process's first step, `step` the checkpoint's: play again the tests it
-        left pending, and clear `pending_tests/` of what was left behind: the agent files no
-        pending test uses. Those of tests up to `step` were recorded before the checkpoint at
-        `step` was written, and an older kept checkpoint may list them: they are deleted as that
-        period's files are (`state_dict`). Later ones, and half-written ones, are of steps the
-        resumed run plays again: they go now."""
-        if not self.cfg.evaluation.worker:
+        left pending, and delete from `pending_tests/` the agent files of later steps, which the
+        resumed run plays again, and half-written ones. Those of tests up to `step` that no
+        pending test uses were recorded before the checkpoint at `step`, and an older kept
+        checkpoint may list them: they are deleted as that period's files are (`state_dict`)."""
+        if not self.in_worker:
             if self.pending_steps:
                 self.run(agent, self.pending_steps[0], writer)
             return
@@ -138,7 +136,7 @@ class PeriodicTest:
         """Record every requested test, waiting for the worker; False when a stop request came
         first (the tests left stay pending)."""
         while self.pending_steps and self._worker is not None and not self.stop_requested():
-            for played in self._worker.played(WAIT_SECONDS):
+            for played in self._worker.played(timeout=0.2):  # then looks at the stop request
                 self._record_played(played, writer)
         return not self.pending_steps
 
@@ -171,7 +169,7 @@ class PeriodicTest:
         self.best_score = float(state["best_score"])
         self.pending_steps = [int(step) for step in state["pending_test_steps"]]
 
-    def _save_agent(self, path: Path, agent, step: int, score: float | None) -> None:
+    def _save_agent(self, agent, step: int, path: Path, score: float | None) -> None:
         game, frames = self.cfg.env.game, step * self.cfg.env.frame_skip
         save_agent_snapshot(path, agent, game=game, step=step, frames=frames, score=score)
 
