@@ -5,12 +5,10 @@ generators, sampler, replay metadata — everything but the frames) plus one on-
 replay's frames (`frames-<m>.bin`). There are as many frame copies as kept checkpoints; each
 checkpoint brings the copy of the oldest one up to date by writing only the slots written since
 that copy was last synced (`keep` checkpoint periods' worth, once every copy exists), straight
-from the live array (no second in-memory copy): with the paper's settings (1M slots, a
-checkpoint every 250k steps, keep 2) about half of the 7 GB per checkpoint, never a RAM copy.
-The slots written since are found by ring order: every slot written since `frames_written` was
-s lies in ring positions s … frames_written − 1 (`replay.storage.Storage`); a storage that
-writes anywhere (forgetting by priority) advances the count past each slot it writes, and its
-checkpoints are then in effect full copies.
+from the live array (no second in-memory copy). The slots written since are found by ring order:
+every slot written since `frames_written` was s lies in ring positions s … frames_written − 1
+(`replay.storage.Storage`); a storage that writes anywhere (forgetting by priority) advances the
+count past each slot it writes, and its checkpoints are then in effect full copies.
 
 Invariants that make it crash-safe:
 - a state file exists only complete: written to a temporary name, fsynced, renamed;
@@ -72,26 +70,16 @@ class CheckpointStore:
     def __init__(self, directory: Path, keep: int = CheckpointSettings.keep):
         self.directory = Path(directory)
         self.keep = keep
-        # Frame copies known to hold this run's own history: those of the state files found
-        # first, and those this process synced. Any other copy (an orphan of a killed save, or
-        # of a checkpoint deleted by hand) may hold another timeline and is rewritten in full.
+        # Frame copies known to hold this run's own history (an orphan of a killed save, or of
+        # a checkpoint deleted by hand, may hold another): the module's invariants.
         self._trusted: set[int] | None = None
         # The CRC-32s of the live frames' chunks at a count of frames written (frames_written,
-        # chunk_slots, crc32s): the last sync's, or those the frames read back matched. A chunk
-        # no slot was written in since keeps its CRC, so a chunk is hashed once after it
-        # changes, not once for each copy it is synced into.
+        # chunk_slots, crc32s): the last sync's, or those the frames read back matched.
         self._hashed: tuple[int, int, list[int]] | None = None
-
-    def _trusted_copies(self) -> set[int]:
-        if self._trusted is None:
-            self._trusted = {_frames_copy(p) for p in self.state_files()}
-        return self._trusted
 
     def state_files(self) -> list[Path]:
         """Complete state files, oldest first."""
-        if not self.directory.is_dir():
-            return []
-        return sorted(p for p in self.directory.iterdir() if STATE_FILE.fullmatch(p.name))
+        return sorted(p for p in self.directory.glob("*") if STATE_FILE.fullmatch(p.name))
 
     def latest_step(self) -> int | None:
         """The step of the newest complete checkpoint, or None."""
@@ -114,47 +102,50 @@ class CheckpointStore:
             return {}
         return sidecar if isinstance(sidecar, dict) else {}
 
-    def _synced_count(self, copy: int) -> int | None:
-        return self._sidecar(copy).get("frames_written")
-
     def save(self, step: int, state: dict, frames: np.ndarray, frames_written: int) -> Path:
-        """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count.
-
-        Raises a one-line `CheckpointError` if the disk refuses a write (full, read-only, ...);
-        the checkpoints written before stay complete and loadable.
-        """
+        """Write checkpoint `step`; `frames` is the live ring and `frames_written` its count. A
+        write the disk refuses (full, read-only, ...) is a one-line `CheckpointError`; the
+        checkpoints written before stay complete and loadable."""
         path = self.directory / f"state-{step:012d}-frames?.pt"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            trusted = self._trusted_copies()
             existing = self.state_files()
             used = {_frames_copy(p) for p in existing}
+            if self._trusted is None:  # the copies of the state files found first
+                self._trusted = set(used)
             free = set(range(self.keep)) - used
             copy = min(free) if free else _frames_copy(existing[0])
             path = self.directory / f"state-{step:012d}-frames{copy}.pt"
+            payload = {
+                **CHECKPOINT.fields(),
+                "step": step,
+                "frames_copy": copy,
+                "frames_written": frames_written,
+                "frames_shape": list(frames.shape),
+                "state": to_tensors(state),
+            }
             # ~100 MB at full size (all but the frames), serialized before any file changes.
-            serialized = torch_bytes(self._payload(step, state, copy, frames, frames_written))
+            serialized = torch_bytes(payload)
             if copy in used:
                 existing[0].unlink()
                 fsync_directory(self.directory)
-            self._sync_frames(copy, frames, frames_written, incremental=copy in trusted)
-            trusted.add(copy)
+            self._sync_frames(copy, frames, frames_written, incremental=copy in self._trusted)
+            self._trusted.add(copy)
             write_atomically(path, serialized)
         except OSError as error:
             files = self.state_files()
-            kept = "no earlier one exists"
-            if files:
-                kept = f"{files[-1].name} is the newest complete one"
+            kept = (
+                f"{files[-1].name} is the newest complete one" if files else "no earlier one exists"
+            )
             raise CheckpointError(f"could not write checkpoint {path}: {error}; {kept}") from None
         return path
 
     def keep_latest_only(self) -> bool:
         """Delete every checkpoint but the newest, and every frame copy it does not use: what a
-        finished run keeps (half the disk of an Atari run's two). The older one only guarded
-        against a failed save of the newest; a later save into this directory goes to a free
-        copy, written in full, so the newest still survives a failed one. Each state file goes
-        before its copy, and a copy's sidecar before its bytes (the module's invariants).
-        Returns whether there was anything to delete."""
+        finished run keeps. A later save into this directory goes to a free copy, written in
+        full, so the newest still survives a failed one. Each state file goes before its copy,
+        and a copy's sidecar before its bytes (the module's invariants). Returns whether there
+        was anything to delete."""
         files = self.state_files()
         if not files:
             return False
@@ -172,23 +163,11 @@ class CheckpointStore:
         fsync_directory(self.directory)
         return len(files) > 1 or copies != {kept}
 
-    @staticmethod
-    def _payload(step, state, copy, frames: np.ndarray, frames_written: int) -> dict:
-        return {
-            **CHECKPOINT.fields(),
-            "step": step,
-            "frames_copy": copy,
-            "frames_written": frames_written,
-            "frames_shape": list(frames.shape),
-            "state": to_tensors(state),
-        }
-
     def _sync_frames(
         self, copy: int, frames: np.ndarray, frames_written: int, incremental: bool
     ) -> None:
         capacity = len(frames)
-        sidecar = self._sidecar(copy) if incremental else {}
-        synced = sidecar.get("frames_written")
+        synced = self._sidecar(copy).get("frames_written") if incremental else None
         self._sidecar_path(copy).unlink(missing_ok=True)
         fsync_directory(self.directory)
         reached = min(frames_written, capacity)  # the slots past these are zero
@@ -208,9 +187,7 @@ class CheckpointStore:
         descriptor = os.open(self._frames_path(copy), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
             with ThreadPoolExecutor(1) as hashing:
-                hashed = [
-                    hashing.submit(zlib.crc32, _chunk(frames, c, chunk_slots)) for c in chunks
-                ]
+                hashed = hashing.map(zlib.crc32, [_chunk(frames, c, chunk_slots) for c in chunks])
                 if full:
                     os.ftruncate(descriptor, 0)
                 os.ftruncate(descriptor, frames.nbytes)
@@ -218,7 +195,7 @@ class CheckpointStore:
                     write_all(descriptor, frames[first:last].reshape(-1), first * frames[0].nbytes)
                 os.fsync(descriptor)
                 for chunk, checksum in zip(chunks, hashed, strict=True):
-                    checksums[chunk] = checksum.result()
+                    checksums[chunk] = checksum
         finally:
             os.close(descriptor)
         record = {"frames_written": frames_written, "chunk_slots": chunk_slots, "crc32": checksums}
@@ -247,7 +224,7 @@ class CheckpointStore:
             return None
         path = files[-1]
         payload = self._read(path)
-        if self._synced_count(payload["frames_copy"]) != payload["frames_written"]:
+        if self._sidecar(payload["frames_copy"]).get("frames_written") != payload["frames_written"]:
             raise CheckpointError(
                 f"checkpoint {path}: its replay frames were changed after it was written; "
                 "delete it to resume from the one before"

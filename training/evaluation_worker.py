@@ -1,14 +1,13 @@
 """The process that plays the periodic tests beside training (`evaluation.worker: true`).
 
 Protocol, over two one-way pipes of pickled messages. The training process sends the settings
-first (env arguments, ε, frame budget, the evaluation generator, the device, whether to act
-through CUDA graphs), then requests,
-each the path of an agent snapshot (`artifacts.snapshot`) to test; the worker plays them
-strictly in the order sent and answers each, in that order, with `Played(result, rng_state)`
-(`rng_state`: the evaluation generator after the test, where the next test starts) or with
-`Failed(message)`, after which it exits. The worker owns the evaluation stream from the state
-it was given, so the training process gives it the state the oldest test it will send starts
-from.
+first (`play_test`'s: env arguments, ε and frame budget; the evaluation generator, the device,
+whether to act through CUDA graphs), then requests, each the path of an agent snapshot
+(`artifacts.snapshot`) to test; the worker plays them strictly in the order sent and answers
+each, in that order, with `Played(result, rng_state)` (`rng_state`: the evaluation generator
+after the test, where the next test starts) or with the line that says why it failed (a str),
+after which it exits. The worker owns the evaluation stream from the state it was given, so the
+training process gives it the state the oldest test it will send starts from.
 """
 
 import os
@@ -18,8 +17,9 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -36,14 +36,12 @@ from evaluation.snapshot import load_agent_snapshot
 # its warning before a time limit or preemption (submitit's USR2) every process of the job; the
 # training process decides when the run stops.
 WORKER_COMMAND = (
-    "import signal, sys; "
-    "signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-    "signal.signal(signal.SIGUSR1, signal.SIG_IGN); "
-    "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
-    "sys.path.insert(0, sys.argv[1]); "
-    "from training.evaluation_worker import serve; "
-    "serve(*map(int, sys.argv[2:]))"
+    "import signal, sys\n"
+    "for name in ('SIGINT', 'SIGTERM', 'SIGUSR1', 'SIGUSR2'):\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_IGN)\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from training.evaluation_worker import serve\n"
+    "serve(*map(int, sys.argv[2:]))\n"
 )
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # where `training` was imported from
 
@@ -62,25 +60,6 @@ class Played:
     rng_state: dict
 
 
-@dataclass(frozen=True)
-class Failed:
-    message: str
-
-
-class _StoppablePolicy:
-    """A policy, as the evaluator sees it, except that acting after a stop request ends the
-    test at once (a test at the paper's size takes minutes on a CPU)."""
-
-    def __init__(self, policy: Policy, stop_requested: Callable[[], bool]):
-        self.policy, self.stop_requested = policy, stop_requested
-        self.history_length = policy.history_length
-
-    def act(self, state, epsilon, rng=None):
-        if self.stop_requested():
-            raise Interrupted
-        return self.policy.act(state, epsilon, rng)
-
-
 def play_test(
     policy: Policy,
     env_kwargs: dict,
@@ -92,14 +71,15 @@ def play_test(
 ) -> EvaluationResult:
     """The paper's test of `policy`: the one call the inline test and the worker both make, so
     both draw the same numbers from `rng`. A stop request raises Interrupted at the next
-    action, `rng` part-way."""
-    return evaluate_noop(
-        _StoppablePolicy(policy, stop_requested),
-        env_kwargs,
-        rng=rng,
-        epsilon=epsilon,
-        max_frames=frames,
-    )
+    action, `rng` part-way (a test at the paper's size takes minutes on a CPU)."""
+
+    def act(*args, **kwargs) -> int:
+        if stop_requested():
+            raise Interrupted
+        return policy.act(*args, **kwargs)
+
+    stoppable = SimpleNamespace(history_length=policy.history_length, act=act)
+    return evaluate_noop(stoppable, env_kwargs, rng=rng, epsilon=epsilon, max_frames=frames)
 
 
 class EvaluationWorker:
@@ -110,35 +90,27 @@ class EvaluationWorker:
     process dies (at its next action, or when it waits for a request)."""
 
     def __init__(
-        self,
-        env_kwargs: dict,
-        *,
-        epsilon: float,
-        frames: int,
-        rng: np.random.Generator,
-        device: str,
-        cuda_graphs: bool = False,
+        self, settings: dict, *, rng: np.random.Generator, device: str, cuda_graphs: bool = False
     ):
-        request_end, requests = os.pipe()
-        results, result_end = os.pipe()
+        request_end, self._requests = Pipe(duplex=False)
+        self._results, result_end = Pipe(duplex=False)
+        ends = (request_end.fileno(), result_end.fileno())
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", WORKER_COMMAND, PACKAGE_ROOT]
-                + [str(fd) for fd in (request_end, result_end, os.getpid())],
-                pass_fds=(request_end, result_end),
+                + [str(fd) for fd in (*ends, os.getpid())],
+                pass_fds=ends,
             )
         except OSError as error:
-            os.close(requests)
-            os.close(results)
+            self._requests.close()
+            self._results.close()
             raise EvaluationWorkerError(f"the evaluation worker could not start: {error}") from None
         finally:
             # The worker's ends: with them closed here, its death reads as the end of a pipe.
-            os.close(request_end)
-            os.close(result_end)
-        self._requests = Connection(requests, readable=False)
-        self._results = Connection(results, writable=False)
+            request_end.close()
+            result_end.close()
         self._outstanding: deque[int] = deque()  # steps sent and not answered, oldest first
-        self._send((env_kwargs, epsilon, frames, rng, device, cuda_graphs), step=None)
+        self._send((settings, rng, device, cuda_graphs), step=None)
 
     def submit(self, step: int, agent_file: Path) -> None:
         self._send(str(agent_file), step)
@@ -160,10 +132,9 @@ class EvaluationWorker:
                 answer = self._results.recv()
             except EOFError:
                 raise self._died(step) from None
-            if isinstance(answer, Failed):
+            if isinstance(answer, str):
                 raise EvaluationWorkerError(
-                    f"the periodic test at step {step} failed in the evaluation worker: "
-                    f"{answer.message}"
+                    f"the periodic test at step {step} failed in the evaluation worker: {answer}"
                 )
             self._outstanding.popleft()
             answers.append(answer)
@@ -172,14 +143,9 @@ class EvaluationWorker:
     def _died(self, step: int | None) -> EvaluationWorkerError:
         try:
             code = self.process.wait(timeout=10)
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
         except subprocess.TimeoutExpired:
-            code = None
-        if code is None:
             how = "it stopped answering"
-        elif code < 0:
-            how = f"killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exit status {code}"
         test = "" if step is None else f" before finishing the periodic test at step {step}"
         return EvaluationWorkerError(f"the evaluation worker died ({how}){test}")
 
@@ -193,33 +159,23 @@ class EvaluationWorker:
 
 
 def serve(requests: int, results: int, parent: int) -> None:
-    """The worker (`WORKER_COMMAND`): the settings first, then agent files to test, from the
-    pipe `requests`; answers into `results`; until the training process (pid `parent`) closes
-    its ends or dies."""
+    """The worker (`WORKER_COMMAND`): the protocol's messages from the pipe `requests`, answers
+    into `results`, until the training process (pid `parent`) closes its ends or dies."""
     requests, results = Connection(requests, writable=False), Connection(results, readable=False)
     torch.set_num_threads(1)
-
-    def orphaned() -> bool:
-        return os.getppid() != parent
-
     try:
-        env_kwargs, epsilon, frames, rng, device, cuda_graphs = requests.recv()
+        settings, rng, device, cuda_graphs = requests.recv()
         while True:
             agent_file = requests.recv()
             try:
                 policy, _ = load_agent_snapshot(agent_file, device, cuda_graphs)
                 result = play_test(
-                    policy,
-                    env_kwargs,
-                    rng=rng,
-                    epsilon=epsilon,
-                    frames=frames,
-                    stop_requested=orphaned,
+                    policy, **settings, rng=rng, stop_requested=lambda: os.getppid() != parent
                 )
             except Interrupted:
                 return
             except Exception as error:
-                results.send(Failed(error_line(error)))
+                results.send(error_line(error))
                 return
             results.send(Played(result, rng.bit_generator.state))
     except (EOFError, BrokenPipeError):

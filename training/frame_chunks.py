@@ -1,7 +1,6 @@
 """Which slots of the replay's ring a frame copy must be brought up to date in, and which of
 its checksum chunks they touch: the arithmetic of `training.checkpoints`, on the ring order its
-docstring states (the slots written since the count of frames written was s lie in ring
-positions s … count − 1)."""
+docstring states."""
 
 
 def is_count(value) -> bool:
@@ -25,8 +24,7 @@ def chunks_of(ranges: list[tuple[int, int]], chunk_slots: int) -> list[int]:
 
 def recorded_checksums(sidecar: dict, capacity: int) -> tuple[int, list[int]] | None:
     """A frame copy's record's chunk size in slots and its CRC-32s, one per chunk of a ring of
-    `capacity` slots; None where they are absent or malformed (a record damaged or edited on
-    disk)."""
+    `capacity` slots; None where they are absent or malformed (damaged or edited on disk)."""
     chunk_slots, checksums = sidecar.get("chunk_slots"), sidecar.get("crc32")
     if not (is_count(chunk_slots) and chunk_slots > 0 and isinstance(checksums, list)):
         return None

@@ -30,31 +30,21 @@ def linear_schedule(start: float, end: float, begin_step: int, end_step: int, st
     return (1.0 - fraction) * start + fraction * end  # exact at both ends
 
 
-def _from_learning_start(
-    run: Run, start: float, end: float, end_step: int | None, step: int
-) -> float:
-    """Linear from learning start to `end_step`, by default the run's last step."""
-    t = run.train
-    end_step = t.total_steps if end_step is None else end_step
+def importance_exponent(run: Run, step: int) -> float:
+    """β at `step`: β0 until learning starts, then linear to its final value at
+    `replay.importance_exponent_final_step` (null: the run's last step; docs/results.md)."""
+    r, t = run.replay, run.train
+    end_step = r.importance_exponent_final_step or t.total_steps
+    start, end = r.importance_exponent, r.importance_exponent_final
     return linear_schedule(start, end, t.learning_start_steps, end_step, step)
 
 
-def importance_exponent(run: Run, step: int) -> float:
-    """β at `step`: β0 until learning starts, then linear to its final value at
-    `replay.importance_exponent_final_step` (null: the run's last step). The budget presets
-    put that step at the paper's 50M, so that a shorter run is the paper's run's beginning."""
-    r = run.replay
-    end_step = r.importance_exponent_final_step
-    return _from_learning_start(
-        run, r.importance_exponent, r.importance_exponent_final, end_step, step
-    )
-
-
 def priority_exponent(run: Run, step: int) -> float:
-    """α annealed to `priority_exponent_final` at the run's last step (the paper's early
-    rank-based DQN did)."""
-    r = run.replay
-    return _from_learning_start(run, r.priority_exponent, r.priority_exponent_final, None, step)
+    """α from learning start annealed to `priority_exponent_final` at the run's last step (the
+    paper's early rank-based DQN did)."""
+    r, t = run.replay, run.train
+    start, end = r.priority_exponent, r.priority_exponent_final
+    return linear_schedule(start, end, t.learning_start_steps, t.total_steps, step)
 
 
 @dataclass
@@ -181,13 +171,9 @@ class Training:
             return
         self._settle_learning()
         self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
-        save_final_snapshot(
-            RunDirectory(self.run_dir).final_snapshot,
-            self.parts.agent,
-            game=self.cfg.env.game,
-            step=self.step,
-            frames=self.step * self.cfg.env.frame_skip,
-        )
+        env, path = self.cfg.env, RunDirectory(self.run_dir).final_snapshot
+        frames = self.step * env.frame_skip
+        save_final_snapshot(path, self.parts.agent, game=env.game, step=self.step, frames=frames)
         self.checkpoints.keep_latest_only()
 
     def _act_and_store(self) -> None:
@@ -271,27 +257,22 @@ class Training:
         """ε at `step` (by default this one): 1 until learning starts, then linear over
         `epsilon_decay_steps` (DeepMind's code: the replay-start actions are all random, none
         from the untrained network)."""
-        t = self.cfg.train
-        begin, step = t.learning_start_steps, self.step if step is None else step
-        return linear_schedule(
-            t.epsilon_start, t.epsilon_final, begin, begin + t.epsilon_decay_steps, step
-        )
+        t, step = self.cfg.train, self.step if step is None else step
+        begin, end = t.learning_start_steps, t.learning_start_steps + t.epsilon_decay_steps
+        return linear_schedule(t.epsilon_start, t.epsilon_final, begin, end, step)
 
     def _log(self) -> None:
         self._settle_learning()
+        replay = self.parts.replay
         scalars = {
             "train/epsilon": self.epsilon(),
             "replay/importance_exponent": importance_exponent(self.cfg, self.step),
             **self.parts.agent.step_profile(),
         }
-        self.progress.period(self.step, scalars, self.parts.replay)
-        if self.step % self.cfg.train.priority_histogram_period_steps == 0 and len(
-            self.parts.replay
-        ):
-            self.progress.replay_profile(self.step, self.parts.replay)
+        self.progress.period(self.step, scalars, replay)
+        if self.step % self.cfg.train.priority_histogram_period_steps == 0 and len(replay):
+            self.progress.replay_profile(self.step, replay)
 
     def save_checkpoint(self) -> Path:
-        replay = self.parts.replay
-        return self.checkpoints.save(
-            self.step, capture_run_state(self), replay.frames, replay.frames_written
-        )
+        state, replay = capture_run_state(self), self.parts.replay
+        return self.checkpoints.save(self.step, state, replay.frames, replay.frames_written)

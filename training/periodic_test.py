@@ -1,5 +1,6 @@
 """The paper's periodic test (Appendix B.2.3) and the snapshots it keeps."""
 
+import functools
 import json
 import math
 import re
@@ -20,9 +21,7 @@ from training.checkpoints import CheckpointError
 from training.evaluation_worker import EvaluationWorker, Interrupted, Played, play_test
 from training.settings import Run
 
-PENDING_TESTS = "pending_tests"  # in the run directory: the agents of the tests not recorded
 AGENT_FILE = re.compile(r"(\.)?step-(\d{12})\.pt(\.tmp)?")  # or its temporary, while written
-WAIT_SECONDS = 0.2  # how often waiting for the worker looks at the stop request
 
 
 class PeriodicTest:
@@ -31,10 +30,9 @@ class PeriodicTest:
     `agent_best.pt` (what the human-starts protocol scores).
 
     Tests are recorded (TensorBoard at the test's step, the snapshots, `best_score`) in step
-    order, and each one draws from `rng` where the one before left it. Inline
-    (`evaluation.worker: false`) `request` plays the test at once. With a worker it saves the
-    agent to `pending_tests/` and an `EvaluationWorker` process plays the tests in order while
-    training goes on; `poll` records those it finished. The scores are the same either way.
+    order, and each one draws from `rng` where the one before left it: played inline
+    (`evaluation.worker: false`) or by an `EvaluationWorker` process while training goes on,
+    they score the same.
 
     State (`state_dict`, in checkpoints): `best_score`, the score of the agent in
     `agent_best.pt`, and `pending_steps`, the tests requested and not recorded yet, oldest
@@ -58,8 +56,12 @@ class PeriodicTest:
         self.best_score = -math.inf
         self.pending_steps: list[int] = []
         self.period_steps = cfg.evaluation.every_frames // cfg.env.frame_skip
+        # `play_test`'s settings, inline and in the worker alike
+        self.settings = dict(
+            env_kwargs=vars(cfg.env), epsilon=cfg.evaluation.epsilon, frames=cfg.evaluation.frames
+        )
         self.in_worker = cfg.evaluation.worker
-        self.agent_files = Path(run_dir) / PENDING_TESTS
+        self.agent_files = Path(run_dir) / "pending_tests"  # the agents of tests not recorded
         self._worker: EvaluationWorker | None = None
         # The agent files of recorded tests, by the checkpoint period they were recorded in;
         # the last list is the current period's (see `state_dict`).
@@ -72,14 +74,7 @@ class PeriodicTest:
             return
         path = self._agent_file(step)
         try:
-            save_agent_snapshot(
-                path,
-                agent,
-                game=self.cfg.env.game,
-                step=step,
-                frames=step * self.cfg.env.frame_skip,
-                score=None,
-            )
+            self._save_agent(agent, step, path, score=None)
         except OSError as error:
             raise CheckpointError(
                 f"could not write {path}, the agent of the periodic test at step {step} "
@@ -91,37 +86,36 @@ class PeriodicTest:
     def run(self, agent, step: int, writer) -> None:
         """Test `agent` at `step` in this process, now (inline, or with nothing pending); if a
         stop interrupts it, it is left pending."""
-        cfg, rng_state = self.cfg, self.rng.bit_generator.state
+        rng_state, policy = self.rng.bit_generator.state, agent.online_policy()
         try:
             result = play_test(
-                agent.online_policy(),
-                vars(cfg.env),
-                rng=self.rng,
-                epsilon=cfg.evaluation.epsilon,
-                frames=cfg.evaluation.frames,
-                stop_requested=self.stop_requested,
+                policy, **self.settings, rng=self.rng, stop_requested=self.stop_requested
             )
         except Interrupted:
             self.rng.bit_generator.state, self.pending_steps = rng_state, [step]
             return
         self.pending_steps = []
-
-        def save(path: Path, score: float) -> None:
-            frames = step * cfg.env.frame_skip
-            save_agent_snapshot(
-                path, agent, game=cfg.env.game, step=step, frames=frames, score=score
-            )
-
-        self._record(step, result, writer, save)
+        self._record(step, result, writer, functools.partial(self._save_agent, agent, step))
 
     def resume(self, agent, step: int, writer) -> None:
         """Before this process's first step, `step` the checkpoint's: play again the tests it
-        left pending, and clear `pending_tests/` of what was left behind."""
+        left pending, and delete from `pending_tests/` the agent files of later steps, which the
+        resumed run plays again, and half-written ones. Those of tests up to `step` that no
+        pending test uses were recorded before the checkpoint at `step`, and an older kept
+        checkpoint may list them: they are deleted as that period's files are (`state_dict`)."""
         if not self.in_worker:
             if self.pending_steps:
                 self.run(agent, self.pending_steps[0], writer)
             return
-        self._tidy_agent_files(step)
+        for path in self.agent_files.glob("*"):  # none where the directory is not
+            match = AGENT_FILE.fullmatch(path.name)
+            if match is None:
+                continue
+            temporary, tested = match.group(1) or match.group(3), int(match.group(2))
+            if temporary or tested > step:
+                path.unlink()
+            elif tested not in self.pending_steps:
+                self._recorded[0].append(path)
         for pending in self.pending_steps:
             path = self._agent_file(pending)
             if not path.is_file():
@@ -142,18 +136,17 @@ class PeriodicTest:
         """Record every requested test, waiting for the worker; False when a stop request came
         first (the tests left stay pending)."""
         while self.pending_steps and self._worker is not None and not self.stop_requested():
-            for played in self._worker.played(WAIT_SECONDS):
+            for played in self._worker.played(timeout=0.2):  # then looks at the stop request
                 self._record_played(played, writer)
         return not self.pending_steps
 
     def complete(self, writer) -> bool:
         """The run's end: `wait`, then remove `pending_tests/`, which a finished run no longer
         needs; False, with nothing removed, when a stop request came first."""
-        if not self.wait(writer):
-            return False
-        if self.agent_files.is_dir():
+        finished = self.wait(writer)
+        if finished and self.agent_files.is_dir():
             shutil.rmtree(self.agent_files)
-        return True
+        return finished
 
     def close(self) -> None:
         """End the worker, if one was started; the tests it had not finished stay pending."""
@@ -176,18 +169,17 @@ class PeriodicTest:
         self.best_score = float(state["best_score"])
         self.pending_steps = [int(step) for step in state["pending_test_steps"]]
 
+    def _save_agent(self, agent, step: int, path: Path, score: float | None) -> None:
+        game, frames = self.cfg.env.game, step * self.cfg.env.frame_skip
+        save_agent_snapshot(path, agent, game=game, step=step, frames=frames, score=score)
+
     def _agent_file(self, step: int) -> Path:
         return self.agent_files / f"step-{step:012d}.pt"
 
     def _submit(self, agent, step: int) -> None:
         if self._worker is None:  # started at `rng`'s state: the oldest pending test's start
             self._worker = EvaluationWorker(
-                vars(self.cfg.env),
-                epsilon=self.cfg.evaluation.epsilon,
-                frames=self.cfg.evaluation.frames,
-                rng=self.rng,
-                device=str(agent.device),
-                cuda_graphs=agent.cuda_graphs,
+                self.settings, rng=self.rng, device=str(agent.device), cuda_graphs=agent.cuda_graphs
             )
         self._worker.submit(step, self._agent_file(step))
 
@@ -204,13 +196,7 @@ class PeriodicTest:
         self._record(step, played.result, writer, save)
         self._recorded[-1].append(path)
 
-    def _record(
-        self,
-        step: int,
-        result: EvaluationResult,
-        writer,
-        save: Callable[[Path, float], None],
-    ) -> None:
+    def _record(self, step: int, result: EvaluationResult, writer, save: Callable) -> None:
         """Log the test at `step` and keep its agent, which `save(path, score)` writes."""
         cfg, frames = self.cfg, step * self.cfg.env.frame_skip
         human_reference = environment_kind(cfg.env.kind).has_human_reference
@@ -224,23 +210,6 @@ class PeriodicTest:
         better = result.mean > self.best_score
         if better and _save_or_warn(self.run_directory.best_snapshot, step, result.mean, save):
             self.best_score = result.mean
-
-    def _tidy_agent_files(self, step: int) -> None:
-        """The agent files no pending test uses. Those of tests up to `step` were recorded
-        before the checkpoint at `step` was written, and an older kept checkpoint may list
-        them: they are deleted as that period's files are (`state_dict`). Later ones, and
-        half-written ones, are of steps the resumed run plays again: they go now."""
-        if not self.agent_files.is_dir():
-            return
-        for path in self.agent_files.iterdir():
-            match = AGENT_FILE.fullmatch(path.name)
-            if match is None:
-                continue
-            temporary, tested = match.group(1) or match.group(3), int(match.group(2))
-            if temporary or tested > step:
-                path.unlink()
-            elif tested not in self.pending_steps:
-                self._recorded[0].append(path)
 
 
 def _save_or_warn(path: Path, step: int, score: float, save) -> bool:

@@ -1,5 +1,6 @@
-"""TensorBoard scalars and the console progress bar of a training run."""
+"""TensorBoard scalars and figures, and the console progress bar, of a training run."""
 
+import functools
 import math
 import os
 import shlex
@@ -17,23 +18,10 @@ from tqdm import tqdm
 
 from artifacts.event_files import EVENT_FILES, first_damage
 from artifacts.run_directory import RunDirectory
-from training.figures import replay_rate_figure, sorted_td_errors_figure
 from training.run_state import marked, select
 
 HPARAMS = "hparams"  # the folder below tensorboard/ with the hyperparameters and results
 HYPERPARAMETERS = marked("hyperparameter")  # what a sweep varies
-
-
-def _replay_scalars(replay) -> dict[str, float]:
-    scalars = {
-        "replay/size": len(replay),
-        "replay/max_priority": replay.max_priority,
-        "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
-        **replay.summary(),
-    }
-    if replay.priority_exponent is not None:  # uniform replay has no α
-        scalars["replay/priority_exponent"] = replay.priority_exponent
-    return scalars
 
 
 def write_scalars(writer: SummaryWriter, scalars: dict[str, float], step: int) -> None:
@@ -75,11 +63,9 @@ def _writer_failures_told_once(arguments: threading.ExceptHookArgs) -> None:
     """threading's excepthook, but silent for a write the disk refused in the TensorBoard
     writer's own thread: the writer raises that error again in the loop's thread, at its next
     write, which reports it in one line (train.py)."""
-    if isinstance(arguments.thread, _AsyncWriterThread) and isinstance(
-        arguments.exc_value, OSError
-    ):
-        return
-    threading.__excepthook__(arguments)
+    thread, error = arguments.thread, arguments.exc_value
+    if not (isinstance(thread, _AsyncWriterThread) and isinstance(error, OSError)):
+        threading.__excepthook__(arguments)
 
 
 class Progress:
@@ -97,7 +83,6 @@ class Progress:
 
     def __init__(self, run_dir: Path, total_steps: int, frame_skip: int, start_step: int = 0):
         self.directory = RunDirectory(run_dir).tensorboard
-        self._writer: SummaryWriter | None = None
         if start_step == 0:
             self._cut_event_files({})
         self.bar = tqdm(total=total_steps, initial=start_step, unit="step", dynamic_ncols=True)
@@ -110,16 +95,14 @@ class Progress:
         self._sums = {"loss": 0.0, "mean_q": 0.0, "mean_abs_td_error": 0.0, "mean_weight": 0.0}
         self._max_weight, self._updates = 0.0, 0
 
-    @property
+    @functools.cached_property
     def writer(self) -> SummaryWriter:
-        if self._writer is None:
-            threading.excepthook = _writer_failures_told_once
-            self._writer = SummaryWriter(str(self.directory))
-        return self._writer
+        threading.excepthook = _writer_failures_told_once
+        return SummaryWriter(str(self.directory))
 
     def _cut_event_files(self, sizes: dict[str, int]) -> None:
         """Truncate each event file to its size in `sizes`; delete those not in it."""
-        if self._writer is not None:
+        if "writer" in vars(self):
             raise RuntimeError("Progress.load_state_dict must come before anything is logged")
         for path in self.directory.glob(EVENT_FILES):
             if path.name in sizes:
@@ -149,7 +132,15 @@ class Progress:
     def period(self, step: int, scalars: dict[str, float], replay) -> None:
         """Write this period's `scalars` (the loop's schedules and the optimizer's steps), the
         replay's and the learning averages, and move the progress bar."""
-        scalars = {**scalars, **_replay_scalars(replay)}
+        scalars = {
+            **scalars,
+            "replay/size": len(replay),
+            "replay/max_priority": replay.max_priority,
+            "replay/nonfinite_td_errors": replay.nonfinite_td_errors,
+            **replay.summary(),
+        }
+        if replay.priority_exponent is not None:  # uniform replay has no α
+            scalars["replay/priority_exponent"] = replay.priority_exponent
         elapsed = time.perf_counter() - self._clock
         steps_per_second = (step - self._period_start) / max(elapsed, 1e-9)
         scalars["speed/steps_per_second"] = steps_per_second
@@ -179,18 +170,15 @@ class Progress:
 
     def hyperparameters(self, cfg, best_score: float) -> None:
         """What a sweep varies, against the results, for TensorBoard's HPARAMS view."""
-        values = {key: select(cfg, key) for key in HYPERPARAMETERS}
+        present = ((key, select(cfg, key)) for key in HYPERPARAMETERS)
+        values = {key: value for key, value in present if value is not None}
         metrics = {"hparams/final_return": float(np.mean(self.returns or [np.nan]))}
         if math.isfinite(best_score):
             metrics["hparams/best_eval_score"] = best_score
         # A run stopped after this and before its final snapshot writes them again when
         # resumed: the same values, which replace the first ones rather than adding a session.
         shutil.rmtree(self.directory / HPARAMS, ignore_errors=True)
-        self.writer.add_hparams(
-            {key: value for key, value in values.items() if value is not None},
-            metrics,
-            run_name=HPARAMS,
-        )
+        self.writer.add_hparams(values, metrics, run_name=HPARAMS)
 
     def state_dict(self) -> dict:
         """Flushes the writer first: every event logged so far is on disk, whole."""
@@ -217,7 +205,40 @@ class Progress:
 
     def close(self) -> None:
         try:
-            if self._writer is not None:
-                self._writer.close()
+            if "writer" in vars(self):
+                self.writer.close()
         finally:
             self.bar.close()
+
+
+def _axes():
+    """A new figure; matplotlib is imported here, not at start-up (it costs a second)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # training runs headless
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(5, 3.5), layout="tight")
+
+
+def sorted_td_errors_figure(errors: np.ndarray):
+    """Last-seen |δ| of every replayed transition in memory, sorted (Figure 10)."""
+    errors = np.sort(errors[np.isfinite(errors)])[::-1]
+    figure, axes = _axes()
+    axes.plot(np.linspace(0, 1, len(errors)), errors)
+    axes.set(xlabel="fraction of replayed transitions, sorted", ylabel="last-seen |δ|")
+    return figure
+
+
+def replay_rate_figure(errors: np.ndarray, rate: np.ndarray, bins: int = 20):
+    """Replays per added transition since insertion, against last-seen |δ| (cf. Figure 11)."""
+    seen = np.isfinite(errors)
+    figure, axes = _axes()
+    if seen.any():
+        span = (0, errors[seen].max() + 1e-9)
+        counts, edges = np.histogram(errors[seen], bins, span)
+        sums, _ = np.histogram(errors[seen], bins, span, weights=rate[seen])
+        centres = (edges[:-1] + edges[1:]) / 2
+        axes.plot(centres[counts > 0], sums[counts > 0] / counts[counts > 0], marker="o")
+    axes.set(xlabel="last-seen |δ|", ylabel="replays per added transition")
+    return figure

@@ -4,9 +4,8 @@ changes.yaml (config.yaml keeps what the run started with).
 
 A change is a setting a resume may change (`CHANGEABLE_ON_RESUME`) given another value, or a
 fallback (`FALLBACKS`): a setting the run could not keep, such as `agent.torch_compile` where
-compiling fails. On resume the checkpoint's configuration is the authority: the run's
-config.yaml must agree with it in every other setting, so a hand-edited config.yaml is refused
-rather than trained on, and a setting a fallback changed stays as the run ran it.
+compiling fails. On resume the checkpoint's configuration is the authority (`resumed_record`),
+so a hand-edited config.yaml is refused rather than trained on.
 """
 
 from __future__ import annotations
@@ -54,19 +53,6 @@ def differences(a, b, prefix: str = "") -> dict[str, tuple]:
     return {} if a == b else {prefix.rstrip("."): (a, b)}
 
 
-def _select(config: dict, key: str):
-    for part in key.split("."):
-        config = config.get(part) if isinstance(config, dict) else None
-    return config
-
-
-def _assign(config: dict, key: str, value) -> None:
-    *sections, name = key.split(".")
-    for section in sections:
-        config = config.setdefault(section, {})
-    config[name] = value
-
-
 class RunRecord:
     """The configuration a run runs with now (`config`, as `config_record`) and the changes
     since its start (`changes`: dicts of step, setting, from, to and why, oldest first).
@@ -85,8 +71,12 @@ class RunRecord:
     def change(self, step: int, key: str, value, why: str) -> str:
         """`key` is `value` from `step` on, for the reason `why`; written by the next `write`.
         Returns the note that says so."""
-        before = _select(self.config, key)
-        _assign(self.config, key, value)
+        *sections, name = key.split(".")
+        section = self.config
+        for part in sections:
+            section = section.setdefault(part, {})
+        before = section.get(name)
+        section[name] = value
         self.changes.append({"step": step, "setting": key, "from": before, "to": value, "why": why})
         return (
             f"note: {key}={shown(value)} from step {step} on ({shown(before)} before): {why}; "
@@ -113,13 +103,12 @@ class RunRecord:
 
 def resumed_record(run_dir: Path, cfg: DictConfig, checkpoint: dict) -> tuple[RunRecord, list[str]]:
     """The record of a run resumed from `checkpoint` with `cfg` (its config.yaml with this
-    command's overrides), and the notes that tell what differs from the run so far.
-    Refuses, in one line naming the key and both values, a setting that
-    differs from the configuration the checkpoint was written with, unless a resume may
-    change it (then it is recorded as a change at the checkpoint's step) or a fallback changed
-    it (then `cfg` takes the checkpoint's value: the run goes on as it ran). A checkpoint from
-    before configurations were recorded is taken to agree (only its shape keys could be
-    checked: `training.run_state.resumable`)."""
+    command's overrides), and the notes that tell what differs from the run so far. Refuses, in
+    one line naming the key and both values, a setting that differs from the configuration the
+    checkpoint was written with, unless a resume may change it (then it is recorded as a change
+    at the checkpoint's step) or a fallback changed it (then `cfg` takes the checkpoint's value:
+    the run goes on as it ran). A checkpoint from before configurations were recorded is taken
+    to agree (only its shape keys could be checked: `training.run_state.resumable`)."""
     state, step, here = checkpoint["state"], int(checkpoint["step"]), config_record(cfg)
     if state["config"] is None:
         note = (

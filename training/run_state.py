@@ -28,7 +28,6 @@ def select(settings, key: str):
     return settings
 
 
-# Every schema of a run's settings.
 SCHEMAS = (
     *(kind.settings for kind in ENVIRONMENTS.values()),
     AgentSettings,
@@ -102,8 +101,7 @@ def capture_run_state(training) -> dict:
 
 
 def threads_run_with(checkpoint: dict | None) -> int | None:
-    """The torch thread count of the run a `resumable` checkpoint belongs to (None: a fresh
-    run)."""
+    """The torch thread count a `resumable` checkpoint's run ran with (None: a fresh run)."""
     return None if checkpoint is None else int(checkpoint["state"]["torch_threads"])
 
 

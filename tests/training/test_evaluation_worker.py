@@ -68,7 +68,7 @@ def test_the_worker_builds_each_tested_agent_with_the_runs_cuda_graphs(
     results, result_end = os.pipe()
     sender = Connection(requests, readable=False)
     rng = np.random.default_rng(3)
-    sender.send((ENV, 1.0, 100, rng, "cpu", graphs))
+    sender.send((dict(env_kwargs=ENV, epsilon=1.0, frames=100), rng, "cpu", graphs))
     sender.send(str(agent_file))
     sender.close()  # the worker returns once it has answered
     serve(request_end, result_end, os.getppid())
