@@ -244,8 +244,10 @@ def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title
     colours = report.variant_colours([(v.legend, v.group.kind) for v in variants])
     for variant, band in zip(variants, bands, strict=True):
         count = len(variant.group.runs)
+        unfinished = sum(not run.finished for run in variant.group.runs)
+        runs = f"{count} run{'s' * (count != 1)}" + f", {unfinished} unfinished" * (unfinished > 0)
         if band is not None:
-            legend = f"{variant.legend} frames ({count} run{'s' * (count != 1)})"
+            legend = f"{variant.legend} frames ({runs})"
             draw(band, colours[variant.legend], legend, marker=".")
     for agent, band in references.items():  # markers: a short run overlaps one Dopamine point
         legend = f"Dopamine {agent} (training returns, sticky actions; reference only)"
