@@ -21,7 +21,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from agents.double_dqn import DoubleDQN
+from agents.double_dqn import DoubleDQN, optimizer_epsilon
+from agents.optimizer import OPTIMIZERS
 from artifacts.command_line import say
 from artifacts.run_directory import RunDirectory
 from envs.frame_stack import FrameStack
@@ -48,7 +49,13 @@ from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import SAMPLERS, build_sampler, build_storage
 from training.checkpoints import CheckpointError, CheckpointStore
 from training.evaluation_worker import EvaluationWorkerError
-from training.loop import Components, LearningDiverged, StopRequest, Training
+from training.loop import (
+    Components,
+    LearningDiverged,
+    StopRequest,
+    Training,
+    importance_exponent_end_step,
+)
 from training.progress import check_event_files
 from training.run_record import RunRecord, config_record, resumed_record
 from training.run_state import resumable, threads_run_with
@@ -97,6 +104,20 @@ def build(run: Run) -> Components:
     )
     frame_stack = FrameStack(run.agent.history_length, frame_shape)
     return Components(env, agent, replay, frame_stack, int(env_seed), rngs)
+
+
+def derived_settings(run: Run) -> list[str]:
+    """What the run uses that its config holds only as inputs: the optimizer's ε and β's
+    schedule (`optimizer_epsilon`, `importance_exponent`); they head its config.yaml."""
+    a, r, t = run.agent, run.replay, run.train
+    placement = "inside the square root" if OPTIMIZERS[a.optimizer] else "outside the root"
+    return [
+        "derived from the settings below:",
+        f"the optimizer's ε: {optimizer_epsilon(a, t.batch_size)} ({a.optimizer}, "
+        f"{placement}, for the batch's mean loss)",
+        f"β: {r.importance_exponent} until step {t.learning_start_steps}, then linear to "
+        f"{r.importance_exponent_final} at step {importance_exponent_end_step(run)}",
+    ]
 
 
 def _fail(error: Exception | str, status: int) -> NoReturn:
@@ -233,7 +254,7 @@ def run_in_directory(cfg: DictConfig, run_dir: Path) -> None:
     except BaseException:
         remove_created_directories(run_dir)
         raise
-    record_run_config(run_dir, cfg)  # the run starts: now it has a record
+    record_run_config(run_dir, cfg, derived_settings(run))  # the run starts: now it has a record
     record.write()  # the changes its checkpoint holds, and those made now
     training = Training(parts, run, run_dir, checkpoints, stop, record)
     try:

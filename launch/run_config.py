@@ -118,12 +118,15 @@ def shell_override(key: str, value) -> str:
     return shlex.quote(f"{key}={text}")
 
 
-def record_run_config(run_dir: Path, cfg: DictConfig) -> None:
-    """Write the run's record, config.yaml, unless it is there: only for a run that starts."""
+def record_run_config(run_dir: Path, cfg: DictConfig, derived: list[str]) -> None:
+    """Write the run's record, config.yaml, unless it is there: only for a run that starts.
+    `derived` (what the run uses that the config holds only as inputs) heads it as comments,
+    which loading it ignores."""
     path = RunDirectory(run_dir).config_file
     if not path.exists():
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, OmegaConf.to_yaml(config_record(cfg)).encode())
+        header = "".join(f"# {line}\n" for line in derived)
+        write_atomically(path, (header + OmegaConf.to_yaml(config_record(cfg))).encode())
 
 
 def record_start(run_dir: Path, step: int) -> None:

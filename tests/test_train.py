@@ -401,6 +401,17 @@ def test_a_budget_runs_beta_is_the_papers_run_at_every_step(budget, kind):
         assert importance_exponent(short, end) == pytest.approx(expected, abs=1e-4)
 
 
+@pytest.mark.parametrize(("keep", "epsilon"), [(False, "9.765625e-06"), (True, "6.103515625e-07")])
+def test_a_runs_config_yaml_names_the_epsilon_and_the_beta_it_uses(keep, epsilon):
+    """ε 0.01 for the summed loss of 32: 0.01 / 32² for the mean; DQN Zoo's reading: / 4²."""
+    overrides = ("experiment=budget_10m", "replay=proportional", f"agent.keep_maximum_step={keep}")
+    assert train.derived_settings(validate_config(config(*overrides)))[1:] == [
+        f"the optimizer's ε: {epsilon} (deepmind_rmsprop, inside the square root, for the "
+        "batch's mean loss)",
+        "β: 0.4 until step 50000, then linear to 1.0 at step 50000000",
+    ]
+
+
 def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last():
     cfg = config(
         *SMOKE,

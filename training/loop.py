@@ -30,13 +30,20 @@ def linear_schedule(start: float, end: float, begin_step: int, end_step: int, st
     return (1.0 - fraction) * start + fraction * end  # exact at both ends
 
 
+def importance_exponent_end_step(run: Run) -> int:
+    """The step where β reaches its final value: `replay.importance_exponent_final_step`, or
+    with null the run's last step (docs/results.md)."""
+    return run.replay.importance_exponent_final_step or run.train.total_steps
+
+
 def importance_exponent(run: Run, step: int) -> float:
     """β at `step`: β0 until learning starts, then linear to its final value at
-    `replay.importance_exponent_final_step` (null: the run's last step; docs/results.md)."""
+    `importance_exponent_end_step`."""
     r, t = run.replay, run.train
-    end_step = r.importance_exponent_final_step or t.total_steps
     start, end = r.importance_exponent, r.importance_exponent_final
-    return linear_schedule(start, end, t.learning_start_steps, end_step, step)
+    return linear_schedule(
+        start, end, t.learning_start_steps, importance_exponent_end_step(run), step
+    )
 
 
 def priority_exponent(run: Run, step: int) -> float:

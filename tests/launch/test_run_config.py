@@ -131,9 +131,10 @@ def test_a_checkpoint_state_from_before_later_fields_is_completed_as_it_ran(monk
 
 def test_each_start_of_a_run_is_recorded_beside_its_config(tmp_path):
     run_dir = tmp_path / "run"
-    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 0, "resume": None}))
+    run_config.record_run_config(run_dir, OmegaConf.create({"seed": 0, "resume": None}), ["ε: 1"])
     run_config.record_start(run_dir, 0)
-    assert (run_dir / "config.yaml").read_bytes() == b"seed: 0\n"
+    assert (run_dir / "config.yaml").read_text() == "# ε: 1\nseed: 0\n"
+    assert OmegaConf.load(run_dir / "config.yaml") == {"seed": 0}  # the header is a comment
     run_config.record_start(run_dir, 100)  # resumed from its checkpoint at step 100
     starts = read_starts(run_dir / "provenance.yaml")
     assert [start["step"] for start in starts] == [0, 100]

@@ -103,7 +103,9 @@ def test_a_setting_a_resume_may_change_is_allowed_and_recorded(stopped, tmp_path
             "why": "set when the run was resumed",
         }
     ]
-    assert "cuda_graphs: false" in (run_dir / "config.yaml").read_text()  # as it started
+    recorded = (run_dir / "config.yaml").read_text()
+    assert "cuda_graphs: false" in recorded  # as it started
+    assert recorded.startswith("# derived from the settings below:\n# the optimizer's ε: ")
     final = CheckpointStore(run_dir / "checkpoints").read_latest()["state"]
     assert final["config"]["agent"]["cuda_graphs"] is True
     assert final["changes"] == yaml.safe_load(changes.read_text())
