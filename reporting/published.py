@@ -165,10 +165,10 @@ def training_row(variant: Variant) -> str:
     return report.markdown_row(cells)
 
 
-def evaluation_row(run: ExportedRun) -> str:
-    """One row of the table of evaluations after training."""
+def evaluation_row(variant: Variant, run: ExportedRun) -> str:
+    """One row of the table of evaluations after training: `run`, of `variant`."""
     info, evaluated = run.info, run.evaluation(NOOP)
-    cells = [resolve_game(info.game).name, info.variant, str(info.seed)]
+    cells = [resolve_game(info.game).name, variant.name, str(info.seed)]
     cells.append(f"{count_name(info.total_frames)} frames")
     if evaluated is None:
         return report.markdown_row([*cells, "not evaluated", "–", "–", "–", "–"])
@@ -209,7 +209,7 @@ def markdown(variants: Sequence[Variant]) -> list[str]:
         "",
         *report.table(
             "game | variant | seed | budget | snapshot | episodes | ε | score | normalized",
-            (evaluation_row(run) for variant in variants for run in variant.group.runs),
+            (evaluation_row(variant, run) for variant in variants for run in variant.group.runs),
         ),
         "",
         "## Training returns",

@@ -186,3 +186,9 @@ def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_pa
     assert f"| Breakout | {apart.format('false', 50000000)} | 2 (0, 1) | 10M frames" in text
     assert f"| Breakout | {apart.format('false', 'null')} | 1 (0) | 10M frames" in text
     assert "| Breakout | proportional | 1 (0) | 2M frames" in text
+    # Its evaluations after training: each run named by its group as well.
+    for seed in (0, 1):
+        row = (
+            f"| Breakout | {apart.format('false', 50000000)} | {seed} | 10M frames | not evaluated"
+        )
+        assert row in text
