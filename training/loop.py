@@ -39,11 +39,9 @@ def importance_exponent_end_step(run: Run) -> int:
 def importance_exponent(run: Run, step: int) -> float:
     """β at `step`: β0 until learning starts, then linear to its final value at
     `importance_exponent_end_step`."""
-    r, t = run.replay, run.train
+    r, end_step = run.replay, importance_exponent_end_step(run)
     start, end = r.importance_exponent, r.importance_exponent_final
-    return linear_schedule(
-        start, end, t.learning_start_steps, importance_exponent_end_step(run), step
-    )
+    return linear_schedule(start, end, run.train.learning_start_steps, end_step, step)
 
 
 def priority_exponent(run: Run, step: int) -> float:
