@@ -40,15 +40,19 @@ def variant_name(
     target_rule: str = DEFAULT_TARGET_RULE,
     priority_signal: str = DEFAULT_PRIORITY_SIGNAL,
     eviction: str = DEFAULT_EVICTION,
+    keep_maximum_step: bool = False,
 ) -> str:
-    """`[<target_rule>-]<kind>[-<priority_signal>][-<eviction>]`, each optional part only where
-    it is not the paper's setting (MinAtar's DQN with Huber-loss priorities:
-    `dqn-proportional-huber_loss`)."""
+    """`[<target_rule>-]<kind>[-<priority_signal>][-<eviction>][-keep_maximum_step]`, each
+    optional part only where it is not the paper's setting (MinAtar's DQN with Huber-loss
+    priorities: `dqn-proportional-huber_loss`; DQN Zoo's reading of η/4:
+    `proportional-keep_maximum_step`)."""
     name = kind
     if priority_signal != DEFAULT_PRIORITY_SIGNAL:
         name += f"-{priority_signal}"
     if eviction != DEFAULT_EVICTION:
         name += f"-{eviction}"
+    if keep_maximum_step:
+        name += "-keep_maximum_step"
     return name if target_rule == DEFAULT_TARGET_RULE else f"{target_rule}-{name}"
 
 
@@ -150,6 +154,7 @@ class RunDirectory:
             self.target_rule,
             str(self.setting("replay", "priority_signal")),
             str(self.setting("replay", "eviction")),
+            self.setting("agent", "keep_maximum_step") is True,
         )
 
     @property

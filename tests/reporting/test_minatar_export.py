@@ -53,6 +53,12 @@ def test_the_variant_names_what_differs_from_the_paper(
     assert run.variant == variant
 
 
+def test_dqn_zoos_reading_of_the_reduced_step_size_is_named(tmp_path):
+    config = minatar_config("proportional")
+    config["agent"]["keep_maximum_step"] = True
+    assert write_config(tmp_path / "run", config).variant == "proportional-keep_maximum_step"
+
+
 def test_a_config_from_before_the_settings_is_named_by_its_kind(tmp_path):
     config = {"env": {"game": "pong"}, "replay": {"kind": "rank_based"}}
     run = write_config(tmp_path / "run", config)

@@ -142,7 +142,7 @@ def beta_config(seed: int, kind: str = "proportional", total_steps: int = 2_500_
 
 
 def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_path):
-    """β on the run's clock (null) or the paper's (50M), DQN Zoo's ε (keep_maximum_step), two
+    """β on the run's clock (null) or the paper's (50M), DQN Zoo's ε (a variant of its own), two
     budgets: each its own group. An older config without those keys reads as what it ran with
     (`artifacts.upgrade`), and β's end step is no difference where β is constant."""
     paper_clock = {"replay.importance_exponent_final_step": 50_000_000}
@@ -167,14 +167,14 @@ def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_pa
         group.name: [str(run.info.path.relative_to(tmp_path)) for run in group.runs]
         for group in groups
     }
-    apart = "proportional agent.keep_maximum_step={} replay.importance_exponent_final_step={}"
+    apart = "proportional replay.importance_exponent_final_step={}"
     assert named == {
-        f"{apart.format('false', 'null')} train.total_steps=2500000": ["run_clock/seed0"],
-        f"{apart.format('false', 50000000)} train.total_steps=2500000": [
+        f"{apart.format('null')} train.total_steps=2500000": ["run_clock/seed0"],
+        f"{apart.format(50000000)} train.total_steps=2500000": [
             "paper_clock/seed0",
             "paper_clock/seed1",
         ],
-        f"{apart.format('true', 50000000)} train.total_steps=2500000": ["keep_maximum/seed0"],
+        "proportional-keep_maximum_step": ["keep_maximum/seed0"],
         # Alone at its budget: named by it, not by its budget preset's test period.
         "proportional train.total_steps=500000": ["budget_2m/seed0"],
         "uniform": ["uniform/seed0", "uniform/seed1"],
@@ -183,12 +183,10 @@ def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_pa
     assert notes == []
     # The published report: its budget column names the budget.
     text = main(["published", str(tmp_path), "--out", str(tmp_path / "report")]).read_text()
-    assert f"| Breakout | {apart.format('false', 50000000)} | 2 (0, 1) | 10M frames" in text
-    assert f"| Breakout | {apart.format('false', 'null')} | 1 (0) | 10M frames" in text
+    assert f"| Breakout | {apart.format(50000000)} | 2 (0, 1) | 10M frames" in text
+    assert f"| Breakout | {apart.format('null')} | 1 (0) | 10M frames" in text
     assert "| Breakout | proportional | 1 (0) | 2M frames" in text
     # Its evaluations after training: each run named by its group as well.
     for seed in (0, 1):
-        row = (
-            f"| Breakout | {apart.format('false', 50000000)} | {seed} | 10M frames | not evaluated"
-        )
+        row = f"| Breakout | {apart.format(50000000)} | {seed} | 10M frames | not evaluated"
         assert row in text
