@@ -43,9 +43,8 @@ def variant_name(
     keep_maximum_step: bool = False,
 ) -> str:
     """`[<target_rule>-]<kind>[-<priority_signal>][-<eviction>][-keep_maximum_step]`, each
-    optional part only where it is not the paper's setting (MinAtar's DQN with Huber-loss
-    priorities: `dqn-proportional-huber_loss`; DQN Zoo's reading of η/4:
-    `proportional-keep_maximum_step`)."""
+    optional part only where it is not the paper's setting (`dqn-proportional-huber_loss`:
+    DQN with Huber-loss priorities; `proportional-keep_maximum_step`: DQN Zoo's η/4)."""
     name = kind
     if priority_signal != DEFAULT_PRIORITY_SIGNAL:
         name += f"-{priority_signal}"
