@@ -23,14 +23,17 @@ INERT_KEY = "replay.importance_exponent_final_step"  # no difference where `sett
 
 
 def settings_of(config: dict, prefix: str = "") -> dict[str, object]:
-    """A config's settings by dotted key, as runs are told apart: where β is constant (uniform
-    replay, a β held) its end step changes nothing, and is left out."""
+    """A config's settings by dotted key, as runs are told apart: β's end step is the one the
+    run used (null: its last step, as `training.loop` reads it), and where β is constant
+    (uniform replay, a β held) it changes nothing, and is left out."""
     flat = {}
     for key, value in config.items():
         nested = isinstance(value, dict)
         flat.update(settings_of(value, f"{prefix}{key}.") if nested else {prefix + key: value})
     if flat.get("replay.importance_exponent") == flat.get("replay.importance_exponent_final"):
         flat.pop(INERT_KEY, None)
+    elif INERT_KEY in flat and flat[INERT_KEY] is None:
+        flat[INERT_KEY] = flat.get(BUDGET_KEY)
     return flat
 
 
@@ -220,7 +223,8 @@ COLOURS = {"uniform": "black", "rank_based": "red", "proportional": "blue"}
 LABELS = {"uniform": "uniform (Double DQN)", "rank_based": "rank-based"}
 DOPAMINE_COLOURS = {"DQN": "darkorange", "Rainbow": "purple"}  # DQN's: any published DQN's
 # For a second variant of one replay kind in a figure (another target rule or priority signal).
-OTHER_COLOURS = ("tab:green", "tab:cyan", "tab:brown", "tab:pink", "tab:olive", "tab:gray")
+OTHER_COLOURS = ("tab:green", "tab:cyan", "tab:brown", "tab:pink", "tab:olive", "tab:gray", "gold")
+OTHER_COLOURS += ("navy", "lime", "maroon", "teal", "magenta")
 
 
 def label(name: str) -> str:

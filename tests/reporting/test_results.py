@@ -142,9 +142,10 @@ def beta_config(seed: int, kind: str = "proportional", total_steps: int = 2_500_
 
 
 def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_path):
-    """β on the run's clock (null) or the paper's (50M), DQN Zoo's ε (a variant of its own), two
-    budgets: each its own group. An older config without those keys reads as what it ran with
-    (`artifacts.upgrade`), and β's end step is no difference where β is constant."""
+    """β on the run's clock (null: named by its last step) or the paper's (50M), DQN Zoo's ε (a
+    variant of its own), two budgets: each its own group. An older config without those keys
+    reads as what it ran with (`artifacts.upgrade`), and β's end step is no difference where β
+    is constant."""
     paper_clock = {"replay.importance_exponent_final_step": 50_000_000}
     runs = {
         "run_clock/seed0": beta_config(0),  # from before the keys: null and false
@@ -169,7 +170,7 @@ def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_pa
     }
     apart = "proportional replay.importance_exponent_final_step={}"
     assert named == {
-        f"{apart.format('null')} train.total_steps=2500000": ["run_clock/seed0"],
+        f"{apart.format(2500000)} train.total_steps=2500000": ["run_clock/seed0"],
         f"{apart.format(50000000)} train.total_steps=2500000": [
             "paper_clock/seed0",
             "paper_clock/seed1",
@@ -184,7 +185,7 @@ def test_only_seeds_are_pooled_and_a_group_is_named_by_what_sets_it_apart(tmp_pa
     # The published report: its budget column names the budget.
     text = main(["published", str(tmp_path), "--out", str(tmp_path / "report")]).read_text()
     assert f"| Breakout | {apart.format(50000000)} | 2 (0, 1) | 10M frames" in text
-    assert f"| Breakout | {apart.format('null')} | 1 (0) | 10M frames" in text
+    assert f"| Breakout | {apart.format(2500000)} | 1 (0) | 10M frames" in text
     assert "| Breakout | proportional | 1 (0) | 2M frames" in text
     # Its evaluations after training: each run named by its group as well.
     for seed in (0, 1):
