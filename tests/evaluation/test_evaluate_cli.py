@@ -143,6 +143,19 @@ def test_a_multirun_directory_aggregates_seeds_with_an_iqm(multirun, tmp_path, c
     assert "IQM" in capsys.readouterr().out
 
 
+def test_a_run_plays_the_same_episodes_alone_and_beside_others(multirun, tmp_path):
+    """Its no-op counts depend on seed=, not on the directory that named it."""
+    arguments = ["episodes=3", "bootstrap_reps=200", *QUICK]
+    assert evaluate.main([str(multirun), *arguments, f"output={tmp_path}"]) == 0
+    together = json.loads((tmp_path / "evaluation_noop.json").read_text())["runs"]
+    assert [run["run"] for run in together] == ["seed=0", "seed=1"]
+    for number, run in enumerate(together):
+        alone = tmp_path / f"alone{number}"  # a path with `=` is no key=value argument
+        assert evaluate.main([str(multirun / run["run"]), *arguments, f"output={alone}"]) == 0
+        (played,) = json.loads((alone / "evaluation_noop.json").read_text())["runs"]
+        assert played["start_frames"] == run["start_frames"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
