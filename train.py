@@ -111,12 +111,17 @@ def derived_settings(run: Run) -> list[str]:
     schedule (`optimizer_epsilon`, `importance_exponent`); they head its config.yaml."""
     a, r, t = run.agent, run.replay, run.train
     placement = "inside the square root" if OPTIMIZERS[a.optimizer] else "outside the root"
+    beta = f"β: {r.importance_exponent} throughout"  # its end step changes nothing
+    if r.importance_exponent != r.importance_exponent_final:
+        beta = (
+            f"β: {r.importance_exponent} until step {t.learning_start_steps}, then linear to "
+            f"{r.importance_exponent_final} at step {importance_exponent_end_step(run)}"
+        )
     return [
         "derived from the settings below:",
         f"the optimizer's ε: {optimizer_epsilon(a, t.batch_size)} ({a.optimizer}, "
         f"{placement}, for the batch's mean loss)",
-        f"β: {r.importance_exponent} until step {t.learning_start_steps}, then linear to "
-        f"{r.importance_exponent_final} at step {importance_exponent_end_step(run)}",
+        beta,
     ]
 
 

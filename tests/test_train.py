@@ -410,6 +410,8 @@ def test_a_runs_config_yaml_names_the_epsilon_and_the_beta_it_uses(keep, epsilon
         "batch's mean loss)",
         "β: 0.4 until step 50000, then linear to 1.0 at step 50000000",
     ]
+    uniform = validate_config(config("experiment=budget_10m", "replay=uniform"))
+    assert train.derived_settings(uniform)[-1] == "β: 0.0 throughout"
 
 
 def test_beta_reaches_its_final_value_at_its_own_step_not_the_runs_last():
