@@ -24,16 +24,16 @@ INERT_KEY = "replay.importance_exponent_final_step"  # no difference where `sett
 
 def settings_of(config: dict, prefix: str = "") -> dict[str, object]:
     """A config's settings by dotted key, as runs are told apart: β's end step is the one the
-    run used (null: its last step, as `training.loop` reads it), and where β is constant
-    (uniform replay, a β held) it changes nothing, and is left out."""
+    run used, and where β is constant (uniform replay, a β held) it changes nothing, and is
+    left out."""
     flat = {}
     for key, value in config.items():
         nested = isinstance(value, dict)
         flat.update(settings_of(value, f"{prefix}{key}.") if nested else {prefix + key: value})
     if flat.get("replay.importance_exponent") == flat.get("replay.importance_exponent_final"):
         flat.pop(INERT_KEY, None)
-    elif INERT_KEY in flat and flat[INERT_KEY] is None:
-        flat[INERT_KEY] = flat.get(BUDGET_KEY)
+    elif INERT_KEY in flat:  # null: the run's last step, as `training.loop` reads it
+        flat[INERT_KEY] = flat[INERT_KEY] or flat.get(BUDGET_KEY)
     return flat
 
 
