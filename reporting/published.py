@@ -105,9 +105,32 @@ class Variant:
         return self.group.named((report.BUDGET_KEY,))
 
     @property
+    def budget(self) -> str:
+        return count_name(self.group.runs[0].info.total_frames)
+
+    @property
+    def key(self) -> str:
+        """Its name with its budget: a variant at two budgets is two experiments."""
+        return f"{self.name} {self.budget}"
+
+    @property
     def legend(self) -> str:
-        """Its name in a figure, with its budget: a variant at two budgets is two experiments."""
-        return f"{report.label(self.name)}, {count_name(self.group.runs[0].info.total_frames)}"
+        """`key` in a figure."""
+        return f"{report.label(self.name)}, {self.budget}"
+
+
+def first_start(run: ExportedRun) -> str:
+    """When the run first started (ISO 8601, UTC), "" where unrecorded."""
+    starts = run.info.provenance.starts
+    return str(starts[0].get("time") or "") if starts else ""
+
+
+def variant_colours(variants: Sequence[Variant]) -> dict[str, str]:
+    """`Variant.key` -> colour (`report.variant_colours`): of the variants at the paper's
+    settings, the longest budget's newest claims the paper's colour, not a shorter or older one."""
+    claims = sorted(variants, key=lambda v: max(first_start(run) for run in v.group.runs))
+    claims.sort(key=lambda v: v.group.runs[0].info.total_frames)
+    return report.variant_colours([(v.key, v.group.kind) for v in reversed(claims)])
 
 
 def variant(group: report.Group) -> Variant:
@@ -241,14 +264,14 @@ def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title
         panel.plot(millions, band.median, color=colour, label=legend, linewidth=1.5, **line)
         panel.fill_between(millions, band.low, band.high, color=colour, alpha=0.15, linewidth=0)
 
-    colours = report.variant_colours([(v.legend, v.group.kind) for v in variants])
+    colours = variant_colours(variants)
     for variant, band in zip(variants, bands, strict=True):
         count = len(variant.group.runs)
         unfinished = sum(not run.finished for run in variant.group.runs)
         runs = f"{count} run{'s' * (count != 1)}" + f", {unfinished} unfinished" * (unfinished > 0)
         if band is not None:
             legend = f"{variant.legend} frames ({runs})"
-            draw(band, colours[variant.legend], legend, marker=".")
+            draw(band, colours[variant.key], legend, marker=".")
     for agent, band in references.items():  # markers: a short run overlaps one Dopamine point
         legend = f"Dopamine {agent} (training returns, sticky actions; reference only)"
         draw(band, report.DOPAMINE_COLOURS[agent], legend, linestyle="--", marker="x")

@@ -233,10 +233,13 @@ def label(name: str) -> str:
 
 
 def variant_colours(variants: Sequence[tuple[str, str]]) -> dict[str, str]:
-    """(variant name, replay kind) in drawing order -> colour: the first of each kind its paper's
-    colour, every other one the next of OTHER_COLOURS: no two share one (up to their number)."""
+    """(name, replay kind) in the order they claim colours -> colour. A kind's paper's colour
+    goes to its first name at the paper's settings (the kind, then any `key=value`:
+    `Group.name`), else to its first name; every other one gets the next of OTHER_COLOURS:
+    no two share one (up to their number)."""
     colours, spare = {}, iter(OTHER_COLOURS)
-    for name, kind in variants:
+    at_paper = [(name, kind) for name, kind in variants if name.split()[0] == kind]
+    for name, kind in at_paper + [variant for variant in variants if variant not in at_paper]:
         taken = COLOURS.get(kind) in colours.values() or kind not in COLOURS
         colours[name] = next(spare, "grey") if taken else COLOURS[kind]
     return colours

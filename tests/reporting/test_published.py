@@ -2,6 +2,7 @@
 hand below; their refusals."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,9 +10,11 @@ import yaml
 from omegaconf import OmegaConf
 from torch.utils.tensorboard import SummaryWriter
 
+from artifacts.provenance import Provenance
 from envs.games import resolve_game
 from evaluation.protocol_registry import PROTOCOLS
 from evaluation.scores import normalized_score
+from reporting import published, report
 from reporting.__main__ import main
 from reporting.published import dopamine_curves, iteration_means
 from reporting.score_table import RunScore, game_rows, write_report
@@ -394,3 +397,32 @@ def test_a_damaged_file_to_copy_is_refused_before_writing(
     assert stale.read_text() == "exported before"
     refusal(["export", str(multirun), "--out", str(tmp_path / "new")], capsys)
     assert not (tmp_path / "new").exists()
+
+
+def test_the_papers_colour_goes_to_its_settings_before_another_variant_of_the_kind():
+    names = [("dqn-uniform", "uniform"), ("uniform train.total_steps=1", "uniform")]
+    names += [("proportional-keep_maximum_step", "proportional"), ("rank_based", "rank_based")]
+    colours = report.variant_colours(names)
+    assert colours["uniform train.total_steps=1"] == "black"
+    assert colours["rank_based"] == "red" and colours["proportional-keep_maximum_step"] == "blue"
+    assert colours["dqn-uniform"] not in report.COLOURS.values()
+
+
+def test_the_papers_colour_goes_to_the_longest_newest_run_of_its_settings():
+    def variant(name, kind, frames, *started):
+        starts = tuple({"step": 0, "time": time} for time in started)
+        info = SimpleNamespace(total_frames=frames, provenance=Provenance(starts))
+        group = SimpleNamespace(kind=kind, runs=[SimpleNamespace(info=info)])
+        return SimpleNamespace(key=name, group=group)
+
+    variants = [
+        variant("proportional 10M", "proportional", 10_000_000),  # started before provenance
+        variant("proportional 2M", "proportional", 2_000_000, "2026-11-29T06:00:00Z"),
+        variant("proportional beta=1 10M", "proportional", 10_000_000, "2026-11-20T06:00:00Z"),
+        variant("proportional beta=0 10M", "proportional", 10_000_000, "2026-11-29T06:00:00Z"),
+        variant("dqn-uniform 10M", "uniform", 10_000_000, "2026-11-30T06:00:00Z"),
+        variant("uniform 2M", "uniform", 2_000_000),
+    ]
+    colours = published.variant_colours(variants)
+    assert colours["proportional beta=0 10M"] == "blue" and colours["uniform 2M"] == "black"
+    assert len(set(colours.values())) == len(variants)
