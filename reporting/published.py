@@ -128,9 +128,12 @@ def first_start(run: ExportedRun) -> str:
 def variant_colours(variants: Sequence[Variant]) -> dict[str, str]:
     """`Variant.key` -> colour (`report.variant_colours`): of the variants at the paper's
     settings, the longest budget's newest claims the paper's colour, not a shorter or older one."""
-    claims = sorted(variants, key=lambda v: max(first_start(run) for run in v.group.runs))
-    claims.sort(key=lambda v: v.group.runs[0].info.total_frames)
-    return report.variant_colours([(v.key, v.group.kind) for v in reversed(claims)])
+
+    def claim(v: Variant) -> tuple:
+        return v.group.runs[0].info.total_frames, max(first_start(run) for run in v.group.runs)
+
+    claims = sorted(variants, key=claim, reverse=True)
+    return report.variant_colours([(v.key, v.group.kind) for v in claims])
 
 
 def variant(group: report.Group) -> Variant:

@@ -238,8 +238,7 @@ def variant_colours(variants: Sequence[tuple[str, str]]) -> dict[str, str]:
     `Group.name`), else to its first name; every other one gets the next of OTHER_COLOURS:
     no two share one (up to their number)."""
     colours, spare = {}, iter(OTHER_COLOURS)
-    at_paper = [(name, kind) for name, kind in variants if name.split()[0] == kind]
-    for name, kind in at_paper + [variant for variant in variants if variant not in at_paper]:
+    for name, kind in sorted(variants, key=lambda variant: variant[0].split()[0] != variant[1]):
         taken = COLOURS.get(kind) in colours.values() or kind not in COLOURS
         colours[name] = next(spare, "grey") if taken else COLOURS[kind]
     return colours
