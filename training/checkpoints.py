@@ -47,13 +47,43 @@ import torch
 from artifacts.atomic import CHUNK_BYTES, fsync_directory, write_all, write_atomically
 from artifacts.header import Header
 from artifacts.tensor_tree import to_numpy, to_tensors, torch_bytes
-from training.frame_chunks import chunks_of, recorded_checksums, written_since
 from training.settings import CheckpointSettings
 
 CHECKSUM_CHUNK_BYTES = CHUNK_BYTES  # the frames one CRC-32 covers, in whole slots (`_chunk_slots`)
 CHECKPOINT = Header("per-atari-checkpoint", 1, "checkpoint")
 STATE_FILE = re.compile(r"state-(\d{12})-frames(\d+)\.pt")
 FRAMES_FILE = re.compile(r"frames-(\d+)\.bin")
+
+
+# The ring arithmetic of frame copies, on the ring order the module docstring states.
+def is_count(value) -> bool:
+    return type(value) is int and value >= 0
+
+
+def written_since(count, frames_written: int, capacity: int) -> list[tuple[int, int]] | None:
+    """The ring's slot ranges [first, last) written since its count of frames written was
+    `count`; None where the count cannot tell (none, or a whole ring or more ago)."""
+    if not is_count(count) or not 0 <= frames_written - count < capacity:
+        return None
+    start = count % capacity
+    end = start + frames_written - count
+    return [(start, min(end, capacity))] + ([(0, end - capacity)] if end > capacity else [])
+
+
+def chunks_of(ranges: list[tuple[int, int]], chunk_slots: int) -> list[int]:
+    """The chunks of `chunk_slots` slots that the slot ranges [first, last) touch."""
+    return sorted({c for a, b in ranges for c in range(a // chunk_slots, -(-b // chunk_slots))})
+
+
+def recorded_checksums(sidecar: dict, capacity: int) -> tuple[int, list[int]] | None:
+    """A frame copy's record's chunk size in slots and its CRC-32s, one per chunk of a ring of
+    `capacity` slots; None where they are absent or malformed (damaged or edited on disk)."""
+    chunk_slots, checksums = sidecar.get("chunk_slots"), sidecar.get("crc32")
+    if not (is_count(chunk_slots) and chunk_slots > 0 and isinstance(checksums, list)):
+        return None
+    if len(checksums) != -(-capacity // chunk_slots) or not all(map(is_count, checksums)):
+        return None
+    return chunk_slots, checksums
 
 
 class CheckpointError(RuntimeError):
