@@ -51,9 +51,28 @@ class NatureQNetwork(nn.Module):
 
 
 class NatureDQNNetwork(NatureQNetwork):
-    """The Nature DQN network as published, a bias per action (Mnih et al. 2015; Dopamine's)."""
+    """The Nature DQN network as published, a bias per action (Mnih et al. 2015)."""
 
     shared_bias = False
+
+
+class DopamineQNetwork(NatureDQNNetwork):
+    """Dopamine's Nature network (`atari_lib.NatureDQNNetwork`, Castro et al. 2018): the same
+    layers with TensorFlow's "same" padding, so the maps are 21, 11 and 11 pixels square and the
+    first linear layer takes 64 * 11 * 11 = 7,744 features; Glorot-uniform weights, zero biases."""
+
+    def __init__(self, num_actions: int, history_length: int, frame_shape: tuple[int, ...]) -> None:
+        super().__init__(num_actions, history_length, frame_shape)
+        # "same" pads k - s pixels (k - size mod s where s does not divide the size), the odd
+        # one after: 84 by (2, 2), 21 by (1, 2), 11 by (1, 1).
+        self.features[0].padding = (2, 2)
+        self.features.insert(2, nn.ZeroPad2d((1, 2, 1, 2)))  # (left, right, top, bottom)
+        self.features[5].padding = (1, 1)
+        self.features[8] = nn.Linear(64 * 11 * 11, 512)
+        for layer in self.modules():
+            if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                nn.init.xavier_uniform_(layer.weight)
+                nn.init.zeros_(layer.bias)
 
 
 class MinAtarQNetwork(nn.Module):
@@ -81,7 +100,12 @@ class MinAtarQNetwork(nn.Module):
         return self.output(hidden)
 
 
-NETWORKS = {"nature": NatureQNetwork, "nature_dqn": NatureDQNNetwork, "minatar": MinAtarQNetwork}
+NETWORKS = {
+    "nature": NatureQNetwork,
+    "nature_dqn": NatureDQNNetwork,
+    "dopamine": DopamineQNetwork,
+    "minatar": MinAtarQNetwork,
+}
 
 
 def build_network(

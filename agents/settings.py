@@ -27,7 +27,8 @@ class AgentSettings(Settings):
 
     device: str = setting("auto", DEVICE)
     history_length: int = setting(4, POSITIVE_INTEGER, "identity")  # frames per state
-    # nature (Atari frames, a shared head bias) | nature_dqn (a bias per action) | minatar
+    # nature (Atari frames, a shared head bias) | nature_dqn (a bias per action) | dopamine
+    # (nature_dqn with TensorFlow's padding and initialisation) | minatar
     network: str = setting("nature", one_of(NETWORKS))
     # double_dqn (the paper's) | dqn: max_a Q_target(s', a)
     target_rule: str = setting("double_dqn", one_of(TARGET_RULES))

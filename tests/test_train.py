@@ -306,7 +306,7 @@ def test_dopamine_dqn_is_dopamines_published_agent():
     """google/dopamine's dqn.gin, in the settings that change learning."""
     run = validate_config(config("experiment=dopamine_dqn"))
     agent, t, env = run.agent, run.train, run.env
-    assert (agent.network, agent.target_rule, agent.learning_rate) == ("nature_dqn", "dqn", 0.00025)
+    assert (agent.network, agent.target_rule, agent.learning_rate) == ("dopamine", "dqn", 0.00025)
     assert optimizer_epsilon(agent, t.batch_size) == pytest.approx(1e-5, rel=1e-12)  # in the root
     assert (t.learning_start_steps, t.update_period_steps, t.target_update_period_steps) == (
         20_000,

@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from torch.nn import functional as F
 
 from agents.networks import MinAtarQNetwork, NatureQNetwork, build_network
 
@@ -96,6 +97,37 @@ def test_init_is_uniform_within_one_over_sqrt_fan_in():
         if layer.bias is not None:
             assert layer.bias.abs().max() <= bound
     assert abs(net.head_bias.item()) <= 1.0 / math.sqrt(512)
+
+
+def _tensorflow_same(frames: torch.Tensor, conv: torch.nn.Conv2d) -> torch.Tensor:
+    """TensorFlow's "same" convolution: ceil(n / s) outputs, the padding they need split with
+    the odd pixel after (tf.nn.convolution's documentation)."""
+    (kernel, _), (stride, _), size = conv.kernel_size, conv.stride, frames.shape[-1]
+    total = max((math.ceil(size / stride) - 1) * stride + kernel - size, 0)
+    before = total // 2
+    padded = F.pad(frames, (before, total - before) * 2)
+    return torch.relu(F.conv2d(padded, conv.weight, conv.bias, stride))
+
+
+def test_the_dopamine_network_is_dopamines():
+    """`dopamine`: the Nature layers convolved as TensorFlow's "same" (maps of 21, 11 and 11
+    pixels), a bias per action, Glorot-uniform weights and zero biases."""
+    net = build_network("dopamine", 4, 4, (84, 84))
+    convolutions = [m for m in net.modules() if isinstance(m, torch.nn.Conv2d)]
+    frames = _frames(2)
+    maps = frames.float() / 255.0
+    for conv in convolutions:
+        maps = _tensorflow_same(maps, conv)
+    assert maps.shape == (2, 64, 11, 11)
+    reference = net.head(net.features[-2:](maps.flatten(1)))
+    torch.testing.assert_close(net(frames), reference, rtol=1e-5, atol=1e-6)
+    body = 32 * 4 * 64 + 32 + 64 * 32 * 16 + 64 + 64 * 64 * 9 + 64 + 64 * 11 * 11 * 512 + 512
+    assert sum(p.numel() for p in net.parameters()) == body + 512 * 4 + 4 == 4_045_476
+    for layer in [m for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]:
+        fan_out = layer.weight.numel() // layer.weight[0].numel() * layer.weight[0, 0].numel()
+        bound = math.sqrt(6.0 / (layer.weight[0].numel() + fan_out))
+        assert 0.9 * bound < layer.weight.abs().max() <= bound
+        assert not layer.bias.any()
 
 
 @pytest.mark.parametrize(("channels", "num_actions"), [(4, 6), (10, 6), (7, 3)])
