@@ -124,8 +124,8 @@ def test_the_dopamine_network_is_dopamines():
     body = 32 * 4 * 64 + 32 + 64 * 32 * 16 + 64 + 64 * 64 * 9 + 64 + 64 * 11 * 11 * 512 + 512
     assert sum(p.numel() for p in net.parameters()) == body + 512 * 4 + 4 == 4_045_476
     for layer in [m for m in net.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]:
-        fan_out = layer.weight.numel() // layer.weight[0].numel() * layer.weight[0, 0].numel()
-        bound = math.sqrt(6.0 / (layer.weight[0].numel() + fan_out))
+        fan_in, fan_out = layer.weight[0].numel(), layer.weight.numel() // layer.weight.shape[1]
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
         assert 0.9 * bound < layer.weight.abs().max() <= bound
         assert not layer.bias.any()
 
