@@ -4,7 +4,7 @@
     python benchmarks/throughput.py replay=uniform agent.device=cuda replay.capacity=1000000
     python benchmarks/throughput.py experiment=minatar_dqn replay=proportional threads=1
 
-The run is built as train.py builds it; `--steps` steps of `Training.run` from WARMUP steps
+The run is built as train.py builds it; `--steps` steps of `Training.run` from `--warmup` steps
 past learning start are timed by wrapping the components' methods (COMPONENTS), bookkeeping is
 the rest. On CUDA "waiting for the update" is the time the host was blocked on it; the action
 chosen right behind an update waits for it too, so part of that wait shows in the act row.
@@ -39,7 +39,6 @@ from training.loop import Training
 from training.periodic_test import PeriodicTest
 from training.run_record import RunRecord
 
-WARMUP = 500  # steps past learning start before the window
 COMPONENTS = (  # (row, part of Components, its methods timed)
     ("env", "env", ("step", "reset", "noops_after_life_loss")),
     ("act", "policy", ("act",)),
@@ -197,7 +196,7 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
         with contextlib.closing(parts.env):
             prefill(parts.replay, cfg.replay.capacity, parts.agent.num_actions)
             cuda = parts.agent.device if parts.agent.device.type == "cuda" else None
-            first = cfg.train.learning_start_steps + WARMUP
+            first = cfg.train.learning_start_steps + args.warmup
             meter = Meter(first, first + args.steps, cuda if args.sync else None)
             checkpoints = CheckpointStore(RunDirectory(run_dir).checkpoints, cfg.checkpoint.keep)
             record = RunRecord(run_dir, dataclasses.asdict(cfg))
@@ -208,9 +207,12 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
             return figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
 
 
-def check_window(cfg, steps: int) -> None:
-    """The window must lie before the end of the run and between two tests."""
-    first = cfg.train.learning_start_steps + WARMUP
+def check_window(cfg, steps: int, warmup: int) -> None:
+    """The window must lie past learning start, before the end of the run and between two
+    tests."""
+    if warmup < 0:
+        raise ValueError(f"--warmup {warmup}: allowed is 0 or more")
+    first = cfg.train.learning_start_steps + warmup
     last, period = first + steps, cfg.evaluation.every_frames // cfg.env.frame_skip
     if steps < 1 or last >= cfg.train.total_steps:
         raise ValueError(
@@ -228,7 +230,7 @@ def header(cfg, args, overrides: list[str], loads: list) -> str:
         f"{torch.get_num_threads()} thread(s), --sync {'on' if args.sync else 'off'}; "
         f"load average {load_averages(loads)}\n"
         f"overrides: {' '.join(overrides)}\n"
-        f"{args.steps:,} agent steps timed after {cfg.train.learning_start_steps + WARMUP:,} "
+        f"{args.steps:,} agent steps timed after {cfg.train.learning_start_steps + args.warmup:,} "
         f"(learning from step {cfg.train.learning_start_steps:,}); replay "
         f"{cfg.replay.capacity:,} transitions{reduced}, prefilled; no checkpoints\n"
         f"evaluation: one {args.eval_frames:,}-frame test, scaled to {cfg.evaluation.frames:,} "
@@ -258,12 +260,15 @@ def tables(passes: dict) -> str:
 def main() -> None:
     parser = command_line(__doc__, overrides="Hydra overrides, as for train.py")
     parser.add_argument("--steps", type=int, default=4000, help="agent steps timed")
+    parser.add_argument("--warmup", type=int, default=500, help="steps past learning start first")
     parser.add_argument("--eval-frames", type=int, default=20_000, help="frames of the scaled test")
     parser.add_argument("--no-ceiling", action="store_true", help="skip the trivial network")
     parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
     args = parser.parse_intermixed_args()
-    cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args.steps))
+    cfg, overrides = configure(
+        args.overrides, lambda cfg: check_window(cfg, args.steps, args.warmup)
+    )
     loads = [os.getloadavg()]
     candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}
     candidates |= {} if args.no_ceiling else {"trivial network": TrivialQNetwork}
