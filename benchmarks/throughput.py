@@ -207,12 +207,12 @@ def measure(cfg, args, network: type[nn.Module]) -> dict:
             return figures(meter, args.steps, scaled_test_us(training, args.eval_frames))
 
 
-def check_window(cfg, steps: int, warmup: int) -> None:
-    """The window must lie past learning start, before the end of the run and between two
-    tests."""
-    if warmup < 0:
-        raise ValueError(f"--warmup {warmup}: allowed is 0 or more")
-    first = cfg.train.learning_start_steps + warmup
+def check_window(cfg, args) -> None:
+    """The window (`args.warmup` steps past learning start, then `args.steps`) must lie before
+    the end of the run and between two tests."""
+    if args.warmup < 0:
+        raise ValueError(f"--warmup {args.warmup}: allowed is 0 or more")
+    steps, first = args.steps, cfg.train.learning_start_steps + args.warmup
     last, period = first + steps, cfg.evaluation.every_frames // cfg.env.frame_skip
     if steps < 1 or last >= cfg.train.total_steps:
         raise ValueError(
@@ -266,9 +266,7 @@ def main() -> None:
     parser.add_argument("--sync", action="store_true", help="synchronize CUDA around calls")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also save the figures")
     args = parser.parse_intermixed_args()
-    cfg, overrides = configure(
-        args.overrides, lambda cfg: check_window(cfg, args.steps, args.warmup)
-    )
+    cfg, overrides = configure(args.overrides, lambda cfg: check_window(cfg, args))
     loads = [os.getloadavg()]
     candidates = {cfg.agent.network: networks.NETWORKS[cfg.agent.network]}
     candidates |= {} if args.no_ceiling else {"trivial network": TrivialQNetwork}

@@ -46,6 +46,6 @@ def test_a_window_outside_the_learning_phase_is_refused(steps, warmup, error) ->
         env=SimpleNamespace(frame_skip=4),
     )
     with pytest.raises(ValueError) as refusal:
-        check_window(cfg, steps, warmup)
+        check_window(cfg, SimpleNamespace(steps=steps, warmup=warmup))
     assert str(refusal.value) == error
-    check_window(cfg, 20, 0)
+    check_window(cfg, SimpleNamespace(steps=20, warmup=0))
