@@ -64,6 +64,7 @@ def test_the_compiled_update_is_the_eager_update_up_to_rounding(settings):
         np.testing.assert_allclose(got.td_errors, expected.td_errors, rtol=1e-4, atol=1e-5)
         assert got.loss == pytest.approx(expected.loss, rel=1e-4, abs=1e-6)
         assert got.mean_q == pytest.approx(expected.mean_q, rel=1e-4, abs=1e-6)
+    assert compiled.compile_failure is None  # compiled indeed, not eager after a failure
     torch.testing.assert_close(parameters(compiled), parameters(eager), rtol=1e-4, atol=1e-6)
     statistics = [compiled.optimizer.state, eager.optimizer.state]
     for ours, theirs in zip(*(state.values() for state in statistics), strict=True):

@@ -16,7 +16,6 @@ from agents.optimizer import CenteredRMSProp
 from agents.per_sample import parameter_change_norms
 from agents.settings import AgentSettings
 from agents.targets import weighted_huber_loss
-from agents.updates import LearnStats
 
 
 class TinyQ(nn.Module):
@@ -176,13 +175,6 @@ def test_more_than_one_parameter_group_is_refused():
         parameter_change_norms(network, optimizer, *case(network, 2, seed=11), 1.0)
 
 
-NEEDS_INTEGRATION = pytest.mark.skipif(
-    "parameter_change_norms" not in {field.name for field in dataclasses.fields(LearnStats)},
-    reason="needs DoubleDQN.learn to return LearnStats.parameter_change_norms (lead's work)",
-)
-
-
-@NEEDS_INTEGRATION
 def test_learn_returns_the_norms_of_its_own_update_when_asked():
     rng = np.random.default_rng(12)
     agent = DoubleDQN(
