@@ -1,5 +1,6 @@
 """Agent snapshots: round trip, atomic writes, and one-line refusals of bad files."""
 
+import os
 import pickle
 
 import numpy as np
@@ -11,6 +12,7 @@ from agents.settings import AgentSettings
 from artifacts.snapshot import save_agent_snapshot, save_final_snapshot
 from evaluation.snapshot import load_agent_snapshot
 from tests.evaluation.test_evaluate_minatar import minatar_agent
+from tests.training.test_checkpoints import failing_after_half
 
 
 def make_agent(seed=0, num_actions=6):
@@ -54,9 +56,15 @@ def test_a_minatar_agent_comes_back_with_its_network_and_frame_shape(tmp_path):
     assert [loaded.act(s, 0.0, rng=rng) for s in states] == expected
 
 
-def test_overwrite_is_atomic_and_score_may_be_none(tmp_path):
+def test_overwrite_is_atomic_and_score_may_be_none(tmp_path, monkeypatch):
     path = tmp_path / "agent_latest.pt"
     save_agent_snapshot(path, make_agent(0), game="pong", step=1, frames=4, score=None)
+    monkeypatch.setattr(os, "write", failing_after_half(os.write))  # the disk fills midway
+    with pytest.raises(OSError, match="No space left on device"):
+        save_agent_snapshot(path, make_agent(1), game="pong", step=2, frames=8, score=-3.0)
+    monkeypatch.undo()
+    assert load_agent_snapshot(path)[1].step == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["agent_latest.pt"]
     save_agent_snapshot(path, make_agent(1), game="pong", step=2, frames=8, score=None)
     _, info = load_agent_snapshot(path)
     assert (info.step, info.score) == (2, None)

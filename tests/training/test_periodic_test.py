@@ -76,7 +76,7 @@ def test_episode_scores_are_logged_exactly_and_snapshots_kept(tmp_path):
 
 
 def test_a_full_disk_keeps_the_previous_snapshot_and_the_run_goes_on(tmp_path, monkeypatch, capsys):
-    test = make_periodic_test(tmp_path)
+    test, writer = make_periodic_test(tmp_path), Writer()
     agent = DoubleDQN(
         4,
         AgentSettings(device="cpu"),
@@ -88,17 +88,28 @@ def test_a_full_disk_keeps_the_previous_snapshot_and_the_run_goes_on(tmp_path, m
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    def warnings(step: int) -> list[str]:
+        return [
+            f"warning: {name} not updated at step {step} (No space left on device); the "
+            "previous one is kept"
+            for name in ("agent_latest.pt", "agent_best.pt")
+        ]
+
     monkeypatch.setattr(periodic_test, "save_agent_snapshot", full_disk)
-    test.run(agent, 200, Writer())
-    lines = capsys.readouterr().err.splitlines()
-    assert lines == [
-        "warning: agent_latest.pt not updated at step 200 (No space left on device); the "
-        "previous one is kept",
-        "warning: agent_best.pt not updated at step 200 (No space left on device); the previous "
-        "one is kept",
-    ]
-    assert test.best_score == -math.inf  # agent_best.pt still holds the earlier best
+    test.run(agent, 200, writer)  # the first test: nothing written, nothing to keep
+    assert capsys.readouterr().err.splitlines() == warnings(200)
+    assert test.best_score == -math.inf
     assert not (tmp_path / "agent_best.pt").exists()
+    monkeypatch.undo()
+    test.run(agent, 400, writer)
+    monkeypatch.setattr(periodic_test, "save_agent_snapshot", full_disk)
+    test.run(agent, 600, writer)
+    # Random play scored better at 600 than at 400: both snapshots were due, neither written.
+    assert writer.scalars["eval/score", 600] > writer.scalars["eval/score", 400]
+    assert capsys.readouterr().err.splitlines() == warnings(600)
+    assert test.best_score == writer.scalars["eval/score", 400]
+    for name in ("agent_latest.pt", "agent_best.pt"):
+        assert read_snapshot(tmp_path / name)["step"] == 400
 
 
 def test_a_stop_interrupts_the_test_which_reruns_identically_when_the_run_resumes(tmp_path):
