@@ -16,8 +16,9 @@ from training.checkpoints import CheckpointStore
 SHORT = [*ARGUMENTS, "train.total_steps=60", "checkpoint.every_steps=25"]
 
 # `python -c JOB_THEN_LOCK RUN_DIR STOP_STEP ARGUMENTS...` runs train.py's job in this process
-# (sending itself SIGTERM before agent step STOP_STEP, unless it is 0), then takes the run
-# directory's lock as a next job of this process would, and prints whether it could.
+# (sending itself SIGTERM before agent step STOP_STEP, unless it is 0), prints its exit status,
+# then takes the run directory's lock as a next job of this process would, and prints whether
+# it could.
 JOB_THEN_LOCK = """
 import fcntl, os, runpy, signal, sys
 from training import loop
@@ -31,8 +32,9 @@ loop.Training._act_and_store = signal_then_act
 sys.argv[0] = "train.py"
 try:
     runpy.run_path("train.py", run_name="__main__")
-except SystemExit:
-    pass
+    print("exit 0")
+except SystemExit as exit:
+    print(f"exit {exit.code or 0}")
 try:
     fcntl.flock(os.open(run_dir, os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
     print("unlocked")
@@ -78,22 +80,29 @@ def files(directory: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize(
-    ("how", "stop_step"),
-    [("trained to its end", 0), ("stopped by SIGTERM", 30), ("finished before", 0), ("refused", 0)],
-)
-def test_a_run_directory_is_unlocked_when_its_job_ends_however_it_ends(
-    finished, tmp_path, how, stop_step
-):
+# how a job ends: (the SIGTERM's step or 0, its exit status, the end of its stderr)
+ENDINGS = {
+    "trained to its end": (0, 0, ""),
+    "stopped by SIGTERM": (30, 0, "stopped by SIGTERM at step 30; resume with: python train.py "),
+    "finished before": (0, 0, "run {run} is finished: nothing to do"),
+    "refused": (0, 2, "error: run directory {run} holds a different run: seed is 0 there, 1 here"),
+}
+
+
+@pytest.mark.parametrize("how", ENDINGS)
+def test_a_run_directory_is_unlocked_when_its_job_ends_however_it_ends(finished, tmp_path, how):
     """A sweep's worker runs job after job: a job that ended holds no lock (nor descriptor)
     while the worker lives on."""
+    stop_step, status, last_line = ENDINGS[how]
     run_dir = tmp_path / "run"
     arguments = [*SHORT, f"hydra.run.dir={run_dir}"]
     if how in ("finished before", "refused"):
         shutil.copytree(finished, run_dir)
         arguments = [f"resume={run_dir}"] if how == "finished before" else [*arguments, "seed=1"]
     result = python("-c", JOB_THEN_LOCK, str(run_dir), str(stop_step), *arguments)
-    assert result.stdout.splitlines()[-1:] == ["unlocked"], result.stderr
+    assert result.stdout.splitlines()[-2:] == [f"exit {status}", "unlocked"], result.stderr
+    assert result.stderr.splitlines()[-1].startswith(last_line.format(run=run_dir))
+    assert (run_dir / "agent_final.pt").exists() == (how != "stopped by SIGTERM")
 
 
 @pytest.mark.parametrize("command", ["resume", "the same command"])
