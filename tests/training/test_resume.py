@@ -93,13 +93,6 @@ def stderr(run_dir: Path) -> str:
     return (run_dir.parent / f"{run_dir.name}.stderr").read_text()
 
 
-def first_checkpoint(run_dir: Path, process: subprocess.Popen) -> None:
-    store = CheckpointStore(run_dir / "checkpoints")
-    while not store.state_files():
-        assert process.poll() is None, stderr(run_dir)
-        time.sleep(0.02)
-
-
 def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar but the wall-clock `speed/*` ones, as (step, value) lists."""
     events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
@@ -176,31 +169,25 @@ def test_a_run_killed_and_resumed_is_the_uninterrupted_run(
 
 def test_sigterm_checkpoints_exits_0_and_the_same_command_resumes_the_run(reference, tmp_path):
     run_dir = tmp_path / "run"
-    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
-    first_checkpoint(run_dir, process)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=120) == 0
+    arguments = [*ARGUMENTS, f"hydra.run.dir={run_dir}"]
+    process = launch(run_dir, *arguments, at_step=150, signals="SIGTERM")
+    assert process.wait(timeout=600) == 0
     stopped = STOPPED.search(stderr(run_dir))
     assert stopped is not None, stderr(run_dir)
-    name, step, resume = stopped.group(1), int(stopped.group(2)), stopped.group(3)
-    assert (name, resume) == ("SIGTERM", str(run_dir))
-    assert 100 <= step < TOTAL_STEPS
-    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == step
+    assert stopped.groups() == ("SIGTERM", "150", str(run_dir))
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == 150
     assert not (run_dir / "agent_final.pt").exists()
-    complete(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")  # re-running in the run dir
+    complete(run_dir, *arguments)  # re-running in the run dir
     assert_same_run(run_dir, reference)
 
 
 def test_sigint_checkpoints_and_exits_130(tmp_path):
     run_dir = tmp_path / "run"
-    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}")
-    first_checkpoint(run_dir, process)
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=120) == 130
+    process = launch(run_dir, *ARGUMENTS, f"hydra.run.dir={run_dir}", at_step=150, signals="SIGINT")
+    assert process.wait(timeout=600) == 130
     stopped = STOPPED.search(stderr(run_dir))
-    assert stopped is not None and stopped.group(1) == "SIGINT", stderr(run_dir)
-    step = int(stopped.group(2))
-    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == step >= 100
+    assert stopped is not None and stopped.groups()[:2] == ("SIGINT", "150"), stderr(run_dir)
+    assert CheckpointStore(run_dir / "checkpoints").read_latest()["step"] == 150
 
 
 def test_a_second_sigint_stops_at_once():
