@@ -96,6 +96,60 @@ def plot_learning_speed(speeds: Sequence[curves.LearningSpeed], kinds, bins: int
     report.save(figure, path)
 
 
+PER_GAME_COLUMNS = (
+    "game | variant | seeds | final score | best score | final, human-norm. | best, human-norm. "
+    "| best vs uniform | reaches uniform's best at | code"
+)
+PER_GAME_NOTE = (
+    "*variant*: the replay kind and what else differs from the paper "
+    "(`artifacts.run_directory.variant_name`), then `key=value` for each setting that tells "
+    "that variant's runs of the game apart: only runs that differ in their seed alone are "
+    "pooled. *seeds*: how many, and how many of them had not finished (their curves end "
+    "where they stopped; see Unfinished runs). *final*: median over the seeds that reached "
+    "the last point; *best*: median over seeds of each seed's best point; *best vs uniform* "
+    "and *reaches …*: the median curve's best so far, and the first fraction of training "
+    "where it matches the uniform median's best. *code*: the commits that ran its runs "
+    "(see Code below)."
+)
+SPEED_NOTE = (
+    "Median over games of the baseline-normalized best-so-far score (left panel) and "
+    "mean-so-far score (right panel; baseline: the uniform median's mean over training); "
+    "*reaches 100 %* is the fraction of training where a variant matches uniform Double "
+    "DQN (the paper: 47 % rank-based, 38 % proportional on the left; 41 %, 43 % right)."
+)
+SPEED_COLUMNS = (
+    "variant | games | best so far, at the end | reaches 100 % | mean so far, at the end "
+    "| reaches 100 %"
+)
+
+
+def speed_rows(speeds: Sequence[curves.LearningSpeed]) -> list[str]:
+    """A markdown row per variant of Figure 4's summary (columns: SPEED_COLUMNS)."""
+    if not speeds:
+        return ["| – | no game has a uniform baseline | | | | |"]
+    rows = []
+    for s in speeds:
+        ends = (s.best_so_far[-1], s.best_equivalence, s.mean_so_far[-1], s.mean_equivalence)
+        rows.append(
+            report.markdown_row([s.variant, str(s.games), *map(report.format_percent, ends)])
+        )
+    return rows
+
+
+def curve_figures(rows: Sequence[Rows], speeds, bins: int, ylabel: str) -> dict:
+    """The report's figures: file name -> what draws it (a game's curves, Figure 4)."""
+    figures = {}
+    for game in sorted({group.game for group, _ in rows}):
+        ours = [row for row in rows if row[0].game == game]
+        figures[f"learning_curves_{game}.png"] = functools.partial(
+            plot_learning_curves, ours, bins, ylabel
+        )
+    if speeds:
+        kinds = {group.name: group.kind for group, _ in rows}
+        figures["learning_speed.png"] = functools.partial(plot_learning_speed, speeds, kinds, bins)
+    return figures
+
+
 def atari_report(runs: Sequence[ExportedRun], shown_as: str, notes: list[str]) -> tuple:
     """(report.md's text, its figures: file name -> what draws it) over exported Atari `runs`;
     a ValueError where none has scalars to report. The curve is the test evaluation when any
@@ -121,15 +175,7 @@ def atari_report(runs: Sequence[ExportedRun], shown_as: str, notes: list[str]) -
     random_scores = {game: reference_scores(game, "noop")[0] for game, _ in medians}
     speeds = curves.learning_speed(medians, random_scores)
     ylabel = "test score (no-op starts)" if tests else "training return"
-    figures = {}
-    for game in sorted(random_scores):
-        ours = [row for row in rows if row[0].game == game]
-        figures[f"learning_curves_{game}.png"] = functools.partial(
-            plot_learning_curves, ours, bins, ylabel
-        )
-    if speeds:
-        kinds = {group.name: group.kind for group, _ in rows}
-        figures["learning_speed.png"] = functools.partial(plot_learning_speed, speeds, kinds, bins)
+    figures = curve_figures(rows, speeds, bins, ylabel)
     source = (
         "test evaluations (`eval/score`, no-op starts, ε 0.01)"
         if tests
@@ -142,43 +188,18 @@ def atari_report(runs: Sequence[ExportedRun], shown_as: str, notes: list[str]) -
         "reference scores; *vs uniform*: the same with the best score of the uniform median "
         "curve as reference (the paper's Figure 4 baseline)."
     )
-    speed_rows = []
-    for s in speeds:
-        ends = (s.best_so_far[-1], s.best_equivalence, s.mean_so_far[-1], s.mean_equivalence)
-        speed_rows.append(
-            report.markdown_row([s.variant, str(s.games), *map(report.format_percent, ends)])
-        )
     body = [
         "## Per game",
         "",
-        *report.table(
-            "game | variant | seeds | final score | best score | final, human-norm. | "
-            "best, human-norm. | best vs uniform | reaches uniform's best at | code",
-            game_rows(rows),
-        ),
+        *report.table(PER_GAME_COLUMNS, game_rows(rows)),
         "",
-        "*variant*: the replay kind and what else differs from the paper "
-        "(`artifacts.run_directory.variant_name`), then `key=value` for each setting that tells "
-        "that variant's runs of the game apart: only runs that differ in their seed alone are "
-        "pooled. *seeds*: how many, and how many of them had not finished (their curves end "
-        "where they stopped; see Unfinished runs). *final*: median over the seeds that reached "
-        "the last point; *best*: median over seeds of each seed's best point; *best vs uniform* "
-        "and *reaches …*: the median curve's best so far, and the first fraction of training "
-        "where it matches the uniform median's best. *code*: the commits that ran its runs "
-        "(see Code below).",
+        PER_GAME_NOTE,
         "",
         "## Learning speed (Figure 4)",
         "",
-        "Median over games of the baseline-normalized best-so-far score (left panel) and "
-        "mean-so-far score (right panel; baseline: the uniform median's mean over training); "
-        "*reaches 100 %* is the fraction of training where a variant matches uniform Double "
-        "DQN (the paper: 47 % rank-based, 38 % proportional on the left; 41 %, 43 % right).",
+        SPEED_NOTE,
         "",
-        *report.table(
-            "variant | games | best so far, at the end | reaches 100 % | mean so far, at the end "
-            "| reaches 100 %",
-            speed_rows or ["| – | no game has a uniform baseline | | | | |"],
-        ),
+        *report.table(SPEED_COLUMNS, speed_rows(speeds)),
         "",
     ]
     title, groups = f"Sweep report: {shown_as}", [group for group, _ in rows]
