@@ -208,7 +208,7 @@ def worker_environment(n_jobs: int) -> dict:
 
 
 class StoppableJoblibLauncher(JoblibLauncher):
-    """Built by hydra_plugins/per_atari/local_parallel_launcher.py in the sweep's process."""
+    """Built by hydra_plugins/per_atari/launchers.py in the sweep's process."""
 
     def setup(
         self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig

@@ -45,7 +45,7 @@ def _last_word_of_the_run(log_path: Path) -> str:
 
 
 class PreemptibleSlurmLauncher(submitit_launcher.SlurmLauncher):
-    """Started by hydra_plugins/per_atari/slurm_launcher.py in the sweep's process, and
+    """Started by hydra_plugins/per_atari/launchers.py in the sweep's process, and
     pickled into every SLURM job (a job imports this module from the sweep's checkout, which
     its script puts on PYTHONPATH: `_executor`)."""
 

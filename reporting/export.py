@@ -44,10 +44,6 @@ TEXT_SUFFIX = "/text_summary"  # what SummaryWriter.add_text appends to the tag
 UNFINISHED = "_unfinished"  # ends the directory name of a run exported before it finished
 
 
-class ExportError(ValueError):
-    """A refusal, raised before anything is written."""
-
-
 def destination(info: RunDirectory, out: Path, finished: bool) -> Path:
     """Where the run of `info` is exported below `out` (the module docstring's layout)."""
     below = out if info.family == results.ATARI_FAMILY else out / info.family
@@ -58,7 +54,7 @@ def destination(info: RunDirectory, out: Path, finished: bool) -> Path:
 def read_events(directory: Path) -> tuple[dict, dict, list[str]]:
     """(tag -> (steps, values) of every scalar, tag of add_text -> {step: text}, notes) of the
     event files, each record checked first (TensorBoard's reader drops, silently, every event
-    from a damaged one on): an ExportError names the first that fails its checksum, a file cut
+    from a damaged one on): a ValueError names the first that fails its checksum, a file cut
     inside its last record (a run stopped while writing it) gets a note. A step logged twice (a
     resumed run repeating a stretch) keeps its last value."""
     if not directory.is_dir():
@@ -67,7 +63,7 @@ def read_events(directory: Path) -> tuple[dict, dict, list[str]]:
     for path in sorted(directory.glob(EVENT_FILES)):
         damage = first_damage(path)
         if damage is not None and not damage.cut_short:
-            raise ExportError(
+            raise ValueError(
                 f"{damage}: the events from there on would be missing from the export; restore "
                 f"the file, or cut it there (truncate -s {damage.offset} {path}) to export the "
                 "events before it"
@@ -134,7 +130,7 @@ def read_run(info: RunDirectory) -> tuple[ExportedRun, list[str]]:
 
 def collect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[ExportedRun], list[str]]:
     """(the runs below `paths` (`read_run`), each once; notes on their events and on scores
-    without a run's config); earlier exports below `out` are not runs. An ExportError names a
+    without a run's config); earlier exports below `out` are not runs. A ValueError names a
     path without a run."""
     infos, notes = {}, []
 
@@ -146,7 +142,7 @@ def collect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[Export
         strays = results.stray_scores(path, runs) if path.is_dir() else []
         if not any(outside(info.path) for info in runs):
             where = " (outside --out)" if out else ""
-            raise ExportError(
+            raise ValueError(
                 f"{path} holds no run: no config.yaml with a replay.kind below it{where}"
             )
         notes += [f"{stray}: {results.STRAY}" for stray in strays if outside(stray)]
@@ -171,7 +167,7 @@ def check_destinations(runs: Sequence[ExportedRun], out: Path) -> None:
     for run in runs:
         target = destination(run.info, out, run.finished)
         if target in claimed:
-            raise ExportError(
+            raise ValueError(
                 f"{claimed[target].info.path} and {run.info.path} would both be exported to "
                 f"{target}; export them to separate --out"
             )
@@ -179,9 +175,9 @@ def check_destinations(runs: Sequence[ExportedRun], out: Path) -> None:
         # Settings, not bytes: a newer version may write the same settings in another order.
         if exported_config(target) not in (None, run.info.config):
             another = "holds the export of a run with another config"
-            raise ExportError(f"{target} {another}; delete it or choose another --out")
+            raise ValueError(f"{target} {another}; delete it or choose another --out")
         if (reason := unwritable_reason(target)) is not None:
-            raise ExportError(f"cannot write {target}: {reason}")
+            raise ValueError(f"cannot write {target}: {reason}")
 
 
 def write(run: ExportedRun, directory: Path) -> Path:
@@ -227,7 +223,7 @@ def remove_unfinished(run: ExportedRun, out: Path) -> None:
 
 def build(paths: Sequence[Path], out: Path) -> list[Path]:
     """Exports the runs below `paths` into `out`; returns the directories written. The notes
-    on runs left out (those that logged no score) go to stderr. Raises ExportError before
+    on runs left out (those that logged no score) go to stderr. Raises ValueError before
     writing anything."""
     runs, notes = collect(paths, out)
     logged = [run for run in runs if run.evaluation_rows or run.return_rows]
@@ -237,7 +233,7 @@ def build(paths: Sequence[Path], out: Path) -> list[Path]:
         if run not in logged
     ]
     if not logged:
-        raise ExportError(f"no run below {', '.join(map(str, paths))} has logged any score")
+        raise ValueError(f"no run below {', '.join(map(str, paths))} has logged any score")
     check_destinations(logged, out)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -151,7 +151,7 @@ def test_hydra_finds_the_launcher_in_the_checkout_without_importing_the_project(
         "import sys; from hydra.core.plugins import Plugins; "
         "from hydra.plugins.launcher import Launcher; "
         "found = [f'{c.__module__}.{c.__name__}' for c in Plugins.instance().discover(Launcher)]; "
-        "print('hydra_plugins.per_atari.slurm_launcher.SlurmLauncher' in found, "
+        "print('hydra_plugins.per_atari.launchers.SlurmLauncher' in found, "
         "sorted({'torch', 'training'} & set(sys.modules)))"
     )
     found = subprocess.run(

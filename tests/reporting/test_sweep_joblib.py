@@ -27,7 +27,7 @@ TINY = {
     "checkpoint.every_steps": 200,
 }
 # The project's launcher for both joblib presets (launch/joblib_launcher.py).
-PROJECT_JOBLIB = "hydra_plugins.per_atari.local_parallel_launcher.LocalParallelLauncher"
+PROJECT_JOBLIB = "hydra_plugins.per_atari.launchers.LocalParallelLauncher"
 
 
 def plugin_missing(module: str) -> bool:
@@ -49,7 +49,7 @@ def launcher_config(preset: str):
 )
 def test_slurm_preset_is_submitit_with_one_gpu_and_requeues():
     launcher = launcher_config("slurm").hydra.launcher
-    assert launcher._target_ == "hydra_plugins.per_atari.slurm_launcher.SlurmLauncher"
+    assert launcher._target_ == "hydra_plugins.per_atari.launchers.SlurmLauncher"
     assert (launcher.gpus_per_node, launcher.timeout_min, launcher.max_num_timeout) == (1, 1440, 6)
 
 

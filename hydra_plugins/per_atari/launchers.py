@@ -1,6 +1,6 @@
-"""A launcher Hydra can import at every start for nothing: Hydra imports every module of the
-hydra_plugins namespace when any Hydra app starts, and the launchers that run the project's
-sweeps need an optional extra (`joblib`, `slurm`). Each is imported when a sweep uses it."""
+"""The project's launchers, where Hydra looks for them, each for nothing until a sweep uses it:
+Hydra imports every module of the hydra_plugins namespace when any Hydra app starts, and the
+launchers that run the project's sweeps need an optional extra (`joblib`, `slurm`)."""
 
 import importlib
 from collections.abc import Sequence
@@ -33,3 +33,15 @@ class DeferredLauncher(Launcher):
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
         return self.launcher.launch(job_overrides, initial_job_idx)
+
+
+class LocalParallelLauncher(DeferredLauncher):
+    """`hydra/launcher=local_parallel`'s and `shared_gpu`'s."""
+
+    implementation = "launch.joblib_launcher.StoppableJoblibLauncher"
+
+
+class SlurmLauncher(DeferredLauncher):
+    """`hydra/launcher=slurm`'s."""
+
+    implementation = "launch.slurm_launcher.PreemptibleSlurmLauncher"
