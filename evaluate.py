@@ -45,7 +45,7 @@ import ale_py
 import numpy as np
 
 from artifacts.command_line import unwritable_reason
-from artifacts.snapshot import read_snapshot
+from artifacts.snapshot import load_agent_snapshot, read_snapshot
 from envs.registry import environment_kind
 from evaluation.arguments import parse_arguments
 from evaluation.human_starts.start_state_file import load_start_states
@@ -53,7 +53,6 @@ from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.protocols import episode_progress
 from evaluation.runs import RunSpec, find_snapshots
 from evaluation.settings import EvaluateSettings
-from evaluation.snapshot import load_agent_snapshot
 from reporting.score_table import (
     RunScore,
     format_table,

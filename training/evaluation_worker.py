@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from agents.compilation import error_line
+from artifacts.snapshot import load_agent_snapshot
 from evaluation.protocols import EvaluationResult, Policy, evaluate_noop
-from evaluation.snapshot import load_agent_snapshot
 
 # A fresh interpreter (a fork would inherit torch's thread pools and locks mid-use), started
 # with `subprocess` rather than multiprocessing's spawn: that one fails inside a joblib (loky)

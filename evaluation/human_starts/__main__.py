@@ -157,7 +157,7 @@ def play_command(paths: list[Path], options: dict) -> None:
             "games have no human start states"
         )
     # Imported here: torch loads in seconds, and the other commands do not need it.
-    from evaluation.snapshot import load_agent_snapshot
+    from artifacts.snapshot import load_agent_snapshot
 
     agent, info = load_agent_snapshot(run.snapshot, options["device"])
     env_kwargs = {"game": info.game, **run.env_kwargs, **options["env"]}

@@ -7,7 +7,7 @@ import pytest
 from test_evaluate_cli import QUICK, make_run
 
 import evaluate
-from evaluation.snapshot import load_agent_snapshot
+from artifacts.snapshot import load_agent_snapshot
 
 
 @pytest.mark.parametrize(("arguments", "graphs"), [([], False), (["cuda_graphs=true"], True)])

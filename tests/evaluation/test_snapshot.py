@@ -9,8 +9,7 @@ import torch
 
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
-from artifacts.snapshot import save_agent_snapshot, save_final_snapshot
-from evaluation.snapshot import load_agent_snapshot
+from artifacts.snapshot import load_agent_snapshot, save_agent_snapshot, save_final_snapshot
 from tests.evaluation.test_evaluate_minatar import minatar_agent
 from tests.training.test_checkpoints import failing_after_half
 

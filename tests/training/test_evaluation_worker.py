@@ -11,8 +11,7 @@ from test_periodic_test import ENV, Writer, make_periodic_test
 
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
-from artifacts.snapshot import save_agent_snapshot
-from evaluation.snapshot import load_agent_snapshot
+from artifacts.snapshot import load_agent_snapshot, save_agent_snapshot
 from training import evaluation_worker, periodic_test
 from training.evaluation_worker import Played, serve
 
