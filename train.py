@@ -44,6 +44,7 @@ from launch.run_guard import (
     lock_run_directory,
     torch_threads,
 )
+from launch.sweep_checks import STOP_STATUS
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
 from replay.priority_signals import needs_parameter_change_norms
 from replay.registry import SAMPLERS, build_sampler, build_storage
@@ -219,8 +220,7 @@ def report_stop(stopped_by: int, step: int, run_dir: Path, checkpoints: Checkpoi
         f"stopped by {signal.Signals(stopped_by).name} at step {step}; "
         + (resume if saved is not None else "no checkpoint was written")
     )
-    # 0 after SIGTERM, so schedulers treat the preempted job as done and requeue it.
-    sys.exit(130 if stopped_by == signal.SIGINT else 0)
+    sys.exit(STOP_STATUS[stopped_by])
 
 
 # configs/ builds on the schemas' defaults: stored here, by the application itself, before

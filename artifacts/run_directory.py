@@ -64,10 +64,6 @@ def read_yaml_file(path: Path, what: str):
         raise ValueError(f"{what} {path} is unreadable: {first}") from None
 
 
-def read_config_file(path: Path):
-    return read_yaml_file(path, "run config")
-
-
 @dataclass(frozen=True)
 class RunDirectory:
     """One run directory: where its files are, and what its config.yaml says."""
@@ -113,7 +109,7 @@ class RunDirectory:
     @functools.cached_property
     def config(self) -> dict:
         """config.yaml as this version writes it (`artifacts.upgrade`); {} if no mapping."""
-        config = read_config_file(self.config_file)
+        config = read_yaml_file(self.config_file, "run config")
         return upgrade_config(config if isinstance(config, dict) else {})
 
     @property

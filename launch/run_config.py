@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from artifacts.atomic import write_atomically
 from artifacts.provenance import read_starts, this_start, with_start
-from artifacts.run_directory import RunDirectory, read_config_file
+from artifacts.run_directory import RunDirectory, read_yaml_file
 from artifacts.upgrade import upgrade_config
 from launch.run_guard import RunDirectoryError, check_disk, check_machine, check_memory
 from launch.validation import validate_config
@@ -37,7 +37,7 @@ _EXISTED: dict[Path, Path] = {}
 def load_stored_config(path: Path) -> DictConfig:
     """A run's config.yaml as this version writes it (`artifacts.upgrade`); a one-line
     ValueError where it cannot be read, is not YAML, or holds no settings (empty)."""
-    stored = read_config_file(path)
+    stored = read_yaml_file(path, "run config")
     if stored is None or stored == {}:
         raise ValueError(f"run config {path} is empty: it holds no settings")
     if not isinstance(stored, dict):

@@ -36,8 +36,8 @@ from training.settings import Run
 # Launchers that run every job on the machine that starts the sweep, by their names in
 # `hydra/launcher=...`: Hydra's own, joblib's, the project's and submitit's local one.
 LOCAL_LAUNCHERS = ("basic", "joblib", "local_parallel", "shared_gpu", "submitit_local")
-# A stop's exit status, as train.py's (`report_stop`): a scheduler's stop, honoured, counts as
-# done.
+# A stop's exit status, a sweep's and train.py's (`report_stop`): 0 after SIGTERM, so a
+# scheduler counts its preempted job as done and requeues it.
 STOP_STATUS = {signal.SIGTERM: 0, signal.SIGINT: 130}
 # The longest job directory name, in bytes: file systems allow 255, eCryptfs home directories
 # about 143.
