@@ -51,7 +51,7 @@ from evaluation.arguments import parse_arguments
 from evaluation.human_starts.start_state_file import load_start_states
 from evaluation.protocol_registry import PROTOCOLS, Protocol
 from evaluation.protocols import episode_progress
-from evaluation.runs import RunSpec, find_snapshots
+from evaluation.runs import BARE_SNAPSHOT_ENV, RunSpec, find_snapshots
 from evaluation.settings import EvaluateSettings
 from reporting.score_table import (
     RunScore,
@@ -198,7 +198,8 @@ def check_snapshot(spec: RunSpec, protocol: Protocol, options: dict) -> None:
     env_shape, agent_shape = tuple(environment.frame_shape(settings)), tuple(payload["frame_shape"])
     if env_shape != agent_shape:
         # A snapshot outside its run directory has no config: it is taken for an Atari agent.
-        hint = "" if spec.env_kwargs else " (no run config beside it: evaluate its run directory)"
+        bare = spec.env_kwargs == BARE_SNAPSHOT_ENV
+        hint = " (no run config beside it: evaluate its run directory)" if bare else ""
         raise ValueError(
             f"{spec.snapshot} is an agent for frames of shape {agent_shape}, but "
             f"env.kind={spec.env_kind} gives frames of shape {env_shape}{hint}"

@@ -156,23 +156,26 @@ def play_trajectories(
             "logged exactly; set env.repeat_action_probability=0.0"
         )
     # Seed 0: every reset below is seeded explicitly.
-    with closing(build_env(env_settings(env_kwargs), seed=0)) as env:
+    settings = env_settings(env_kwargs)
+    with closing(build_env(settings, seed=0)) as env:
         if env.action_space.n != agent.num_actions:
             raise ValueError(
                 f"the agent has {agent.num_actions} actions, the env {env.action_space.n} "
                 "(env.full_action_space differs from training?)"
             )
         stack = FrameStack(agent.history_length, env.observation_space.shape)
+        # The agent's action index -> ALE id: the env's table, as both Atari kinds build it.
+        ale = env.unwrapped.ale
+        table = ale.getLegalActionSet() if settings.full_action_space else ale.getMinimalActionSet()
+        ale_ids = [action.value for action in table]
         games = tuple(
-            _play_game(env, agent, stack, seed, epsilon, rng, f"{source} game {i}")
+            _play_game(env, ale_ids, agent, stack, seed, epsilon, rng, f"{source} game {i}")
             for i, seed in enumerate(reset_seeds)
         )
     return TrajectoryLog(resolve_game(env_kwargs["game"]).rom_id, games, 1)
 
 
-def _play_game(env, agent: EpsilonGreedy, stack: FrameStack, seed: int, epsilon, rng, source: str):
-    # The agent's action index -> ALE id: the env's own table (minimal or full action set).
-    ale_ids = [action.value for action in env.unwrapped._action_set]
+def _play_game(env, ale_ids, agent: EpsilonGreedy, stack, seed: int, epsilon, rng, source: str):
     frame, info = env.reset(seed=seed)
     actions = [0] * info["episode_frame_number"]  # make_env's no-ops: one NOOP frame each
     state, score = stack.reset(frame), 0.0

@@ -10,7 +10,13 @@ import gymnasium as gym
 import numpy as np
 
 from envs.atari import make_env
-from evaluation.human_starts.start_state_file import StartStates, digest, file_arrays, restore_start
+from evaluation.human_starts.start_state_file import (
+    RAM_SIZE,
+    StartStates,
+    digest,
+    file_arrays,
+    restore_start,
+)
 from evaluation.human_starts.trajectories import replay_env
 
 # Frames compared after each restore. Every divergence benchmarks/restore_fidelity.py found
@@ -54,7 +60,7 @@ def replay_truth(
     watched = np.zeros(end, dtype=bool)
     for frame in starts_at:
         watched[frame : frame + horizon] = True
-    rams = np.zeros((end, 128), dtype=np.uint8)
+    rams = np.zeros((end, RAM_SIZE), dtype=np.uint8)
     screens = np.zeros(end, dtype=np.uint32)
     env.reset(seed=int(starts.trajectory_seeds[trajectory]))
     ale, screen = env.unwrapped.ale, np.empty((210, 160), dtype=np.uint8)

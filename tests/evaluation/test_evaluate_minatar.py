@@ -212,7 +212,7 @@ def test_a_minatar_snapshot_outside_its_run_directory_is_refused_in_one_line(run
     error = capsys.readouterr().err
     assert (
         "is an agent for frames of shape (4, 10, 10), but env.kind=atari gives frames of shape "
-        "(84, 84)" in error
+        "(84, 84) (no run config beside it: evaluate its run directory)" in error
     )
     assert error.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["agent.pt"]
 

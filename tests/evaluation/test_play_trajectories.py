@@ -128,11 +128,12 @@ class Cycle:
         return self.calls % 6
 
 
-def test_each_action_is_logged_as_its_ale_id_once_per_frame_after_the_noops():
+@pytest.mark.parametrize("kind", ["atari", "lean_atari"])
+def test_each_action_is_logged_as_its_ale_id_once_per_frame_after_the_noops(kind):
     env_kwargs = {"game": "pong", "max_episode_frames": 100}
     rng = np.random.default_rng(0)
     log = play_trajectories(
-        Cycle(), {"kind": "atari", **env_kwargs}, reset_seeds=[5, 6], epsilon=0.0, rng=rng
+        Cycle(), {"kind": kind, **env_kwargs}, reset_seeds=[5, 6], epsilon=0.0, rng=rng
     )
     for trajectory in log.trajectories:
         noops = noops_of_reset(trajectory.seed)
