@@ -42,23 +42,19 @@ def unwritable_reason(directory: Path, needed: int = 0) -> str | None:
     return None
 
 
-def available_memory_bytes() -> int:
-    return available_memory()[0]
-
-
 def available_memory(proc: Path = PROC, cgroups: Path = CGROUPS) -> tuple[int, str]:
     """The memory this process can still be given without swapping, and the limit that sets it
     ("" for the machine's): the least of MemAvailable, what `ulimit -v` leaves, and what each
     memory cgroup it lies in leaves (SLURM's `--mem`, a container's; v1 and v2)."""
     try:
-        machine = _kernel_bytes(proc / "meminfo", "MemAvailable")
+        machine = kernel_bytes(proc / "meminfo", "MemAvailable")
     except (OSError, KeyError, ValueError):
         machine = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     limits = [(machine, ""), *_address_space_left(proc), *_cgroups_left(proc, cgroups)]
     return min(limits, key=lambda limit: limit[0])
 
 
-def _kernel_bytes(path: Path, key: str) -> int:
+def kernel_bytes(path: Path, key: str) -> int:
     """The bytes of a `key:  N kB` line of /proc's meminfo or status."""
     fields = dict(line.split(":", 1) for line in path.read_text().splitlines())
     return int(fields[key].split()[0]) * 1024
@@ -74,7 +70,7 @@ def _address_space_left(proc: Path) -> list[tuple[int, str]]:
     if limit == resource.RLIM_INFINITY:
         return []
     try:
-        mapped = _kernel_bytes(proc / "self/status", "VmSize")
+        mapped = kernel_bytes(proc / "self/status", "VmSize")
     except (OSError, KeyError, ValueError):
         mapped = 0
     why = f" under this process's address-space limit (ulimit -v: {_gigabytes(limit)})"

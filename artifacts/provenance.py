@@ -123,11 +123,6 @@ class Provenance:
         return "; ".join(versions) or UNKNOWN
 
 
-def read_provenance(path: Path) -> Provenance:
-    """The run's provenance from the file at `path`; no file: no start known."""
-    return Provenance(tuple(read_starts(path) or ()))
-
-
 def code_of(provenances: Iterable[Provenance]) -> str:
     """The distinct `Provenance.code` of several runs, in order, `;` between them."""
     return "; ".join(dict.fromkeys(provenance.code for provenance in provenances))

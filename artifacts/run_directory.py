@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from artifacts.provenance import PROVENANCE, Provenance, read_provenance
+from artifacts.provenance import PROVENANCE, Provenance, read_starts
 from artifacts.upgrade import upgrade_config
 from envs.registry import EnvironmentKind, environment_kind
 
@@ -84,7 +84,7 @@ class RunDirectory:
 
     @functools.cached_property
     def provenance(self) -> Provenance:
-        return read_provenance(self.provenance_file)
+        return Provenance(tuple(read_starts(self.provenance_file) or ()))  # no file: no start
 
     @property
     def checkpoints(self) -> Path:

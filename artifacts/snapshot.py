@@ -1,7 +1,7 @@
 """Agent snapshots, written by the training loop (latest, best and final agent) and read by
 evaluate.py: a ``torch.save`` dict of tensors and plain values, which loads with
 ``torch.load(weights_only=True)`` (nothing in it can run code). It holds the online network and
-what rebuilds the agent around it (`_payload`); the final snapshot adds ``"target"`` and
+what rebuilds the agent around it (`save_agent_snapshot`); the final snapshot adds ``"target"`` and
 ``"optimizer"``, so training can go on from it. Older snapshots are read as this version writes
 them (`artifacts.upgrade`). `load_agent_snapshot` rebuilds one as the policy that plays it: the
 saved network, ε-greedy, without a learner or an optimizer.
@@ -52,11 +52,22 @@ class SnapshotInfo:
         return cls(path=Path(path), **metadata)
 
 
-def _payload(agent: DoubleDQN, game: str, step: int, frames: int, score: float | None) -> dict:
-    return {
+def save_agent_snapshot(
+    path: str | os.PathLike,
+    agent: DoubleDQN,
+    *,
+    game: str,
+    step: int,
+    frames: int,
+    score: float | None = None,
+    final: bool = False,
+) -> None:
+    """The online network and what rebuilds the agent around it; `final` (the agent at the end
+    of training, unevaluated) adds its target network and optimizer."""
+    state = agent.state_dict()  # waits for an update in flight (pipelined mode) before reading
+    payload = {
         **SNAPSHOT.fields(),
-        # state_dict() waits for an update in flight (pipelined mode) before reading.
-        "online": {k: v.detach().cpu() for k, v in agent.state_dict()["online"].items()},
+        "online": {k: v.detach().cpu() for k, v in state["online"].items()},
         "num_actions": int(agent.num_actions),
         "history_length": int(agent.history_length),
         "network": agent.network,
@@ -66,33 +77,11 @@ def _payload(agent: DoubleDQN, game: str, step: int, frames: int, score: float |
         "frames": int(frames),
         "score": None if score is None else float(score),
     }
-
-
-def _save(path: str | os.PathLike, payload: dict) -> None:
+    if final:
+        payload |= {"target": state["target"], "optimizer": state["optimizer"]}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_atomically(path, payload)
-
-
-def save_agent_snapshot(
-    path: str | os.PathLike,
-    agent: DoubleDQN,
-    *,
-    game: str,
-    step: int,
-    frames: int,
-    score: float | None,
-) -> None:
-    _save(path, _payload(agent, game, step, frames, score))
-
-
-def save_final_snapshot(
-    path: str | os.PathLike, agent: DoubleDQN, *, game: str, step: int, frames: int
-) -> None:
-    """The agent at the end of training, unevaluated, with its target network and optimizer."""
-    state = agent.state_dict()
-    payload = _payload(agent, game, step, frames, score=None)
-    _save(path, {**payload, "target": state["target"], "optimizer": state["optimizer"]})
 
 
 def read_snapshot(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict:

@@ -22,10 +22,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from common import command_line, process_bytes, timed
+from common import command_line, timed
 
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
+from artifacts.command_line import PROC, kernel_bytes
 from replay.buffer import ReplayBuffer
 from replay.proportional import ProportionalSampler
 from replay.storage import FrameStorage
@@ -36,7 +37,8 @@ GB = 1e9
 
 
 def memory(field: str) -> float:
-    return process_bytes(field) / GB
+    """A /proc/self/status figure: VmRSS now, or VmHWM, the peak since its reset."""
+    return kernel_bytes(PROC / "self/status", field) / GB
 
 
 def add_transitions(replay: ReplayBuffer, count: int, rng: np.random.Generator) -> None:

@@ -1,4 +1,4 @@
-"""What the benchmarks share: the checkout's path, command lines, timing, memory, tables."""
+"""What the benchmarks share: the checkout's path, command lines, timing, tables."""
 
 import argparse
 import statistics
@@ -42,15 +42,6 @@ def median_us(function, repeats: int) -> float:
     for _ in range(repeats):
         call()
     return statistics.median(times) * 1e6
-
-
-def process_bytes(field: str) -> int:
-    """A /proc/self/status figure in bytes: VmRSS now, or VmHWM, the peak since its reset."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def load_averages(loads: list) -> str:

@@ -26,11 +26,12 @@ from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
-from common import command_line, markdown, median_us, process_bytes, row, timed
+from common import command_line, markdown, median_us, row, timed
 
 import replay.buffer as buffer_module
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
+from artifacts.command_line import PROC, kernel_bytes
 from replay.buffer import ReplayBuffer, memory_bytes
 from replay.priorities import importance_weights
 from replay.priority_signals import PrioritySignal, td_error_priorities
@@ -39,6 +40,7 @@ from replay.registry import SAMPLERS, STORAGES, build_storage
 EPISODE_STEPS = 1000
 HISTORY_LENGTH = 4
 BATCH_SIZE, EXPONENT, EPSILON = 32, 0.5, 0.01  # the paper's
+RESIDENT = PROC / "self/status"  # its VmRSS: this process's resident memory now
 ALONE = ("batch wall", "batch cpu", "buffer wall", "buffer cpu", "sample", "weights", "update")
 
 
@@ -67,9 +69,9 @@ def warm_up(kind: str, eviction: str, rng: np.random.Generator) -> None:
 
 def measure(kind: str, args, agent: DoubleDQN, rng: np.random.Generator) -> dict[str, float]:
     warm_up(kind, args.eviction, rng)
-    before = process_bytes("VmRSS")
+    before = kernel_bytes(RESIDENT, "VmRSS")
     replay = filled_replay(kind, args.eviction, args.capacity, rng)
-    figures = {"bytes": (process_bytes("VmRSS") - before) / len(replay)}
+    figures = {"bytes": (kernel_bytes(RESIDENT, "VmRSS") - before) / len(replay)}
     frames_per_slot = type(replay.storage).frames_per_slot(HISTORY_LENGTH)
     figures["checked"] = memory_bytes(1, (84, 84), frames_per_slot)
     batches = iter([replay.sampler.sample(32)[0] for _ in range(4000)])

@@ -30,7 +30,7 @@ from typing import NoReturn
 from artifacts.command_line import (
     OneLineParser,
     at_least,
-    available_memory_bytes,
+    available_memory,
     output_directory,
     say,
 )
@@ -151,12 +151,12 @@ def check_memory(args: argparse.Namespace, variants: Sequence[str]) -> None:
     """Refuse, before any work, a grid whose workers, each on a largest run, would not fit."""
     runs = len(variants) * args.seeds * (args.max_n - args.min_n + 1)
     needed = min(args.jobs, runs) * RUN_BYTES_PER_TRANSITION * memory_size(args.max_n)
-    available = available_memory_bytes()
+    available, limit = available_memory()
     if needed > available:
         stop(
             f"--max-n {args.max_n} is not allowed here: {min(args.jobs, runs)} run(s) at "
             f"once of 2^{args.max_n + 1} - 2 transitions need about {needed / 1e9:.3g} GB and "
-            f"this machine has {available / 1e9:.3g} GB available (lower --max-n or --jobs)"
+            f"this machine has {available / 1e9:.3g} GB available{limit} (lower --max-n or --jobs)"
         )
 
 

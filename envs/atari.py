@@ -64,9 +64,9 @@ def atari_env(s: AtariSettings, seed: int) -> gym.Env:
 
 
 class _EpisodeInfo(gym.Wrapper):
-    """The outermost layer, what implements `envs.interface.TrainingEnv` for Atari."""
+    """The outermost layer, what implements `envs.registry.TrainingEnv` for Atari."""
 
-    def __init__(self, env: gym.Env, *, seed: int, max_episode_frames: int):
+    def __init__(self, env: AtariPreprocessing, *, seed: int, max_episode_frames: int):
         super().__init__(env)
         self._max_episode_frames = max_episode_frames
         self._pending_seed: int | None = seed
@@ -94,7 +94,7 @@ class _EpisodeInfo(gym.Wrapper):
         """Continue after a lost life as DeepMind's training code (alewrap's ``nextRandomGame``):
         one no-op frame, then 1..noop_max more, the observation pooling the last two. Returns
         ``(observation, terminated, info)``: the game may end meanwhile."""
-        preprocessing = _preprocessing(self.env)
+        preprocessing = self.env
         noop_max = preprocessing.noop_max
         extra = int(self.unwrapped.np_random.integers(1, noop_max + 1)) if noop_max > 0 else 0
         count, buffers = 1 + extra, preprocessing.obs_buffer
@@ -114,7 +114,7 @@ class _EpisodeInfo(gym.Wrapper):
     def capture_state(self) -> dict[str, Any]:
         """Plain data to continue exactly from here, the max-pooling buffer included (a step that
         ends the game mid-skip returns a max over the step before's frames)."""
-        preprocessing = _preprocessing(self.env)
+        preprocessing = self.env
         return {
             "obs_buffer": np.stack(preprocessing.obs_buffer),
             "ale": self.unwrapped.ale.cloneState(include_rng=True).serialize(),
@@ -131,7 +131,7 @@ class _EpisodeInfo(gym.Wrapper):
         self.unwrapped.np_random.bit_generator.state = state["np_random"]
         self._lives = int(state["lives"])
         self._pending_seed = state["pending_seed"]
-        preprocessing = _preprocessing(self.env)
+        preprocessing = self.env
         preprocessing.lives = int(state["preprocessing_lives"])
         preprocessing.game_over = bool(state["preprocessing_game_over"])
         for buffer, saved in zip(preprocessing.obs_buffer, state["obs_buffer"], strict=True):
@@ -145,10 +145,3 @@ class _EpisodeInfo(gym.Wrapper):
             "life_lost": life_lost,
             "episode_frame_number": frame_number,
         }
-
-
-def _preprocessing(env: gym.Env) -> AtariPreprocessing:
-    layer = env
-    while not isinstance(layer, AtariPreprocessing):
-        layer = layer.env
-    return layer

@@ -37,7 +37,7 @@ def make_minatar_env(game: str, seed: int, **settings) -> MinAtarEnv:
 
 
 class MinAtarEnv:
-    """A MinAtar game as a `envs.interface.TrainingEnv`. Guarantees:
+    """A MinAtar game as a `envs.registry.TrainingEnv`. Guarantees:
 
     * observations: one uint8 0/1 frame of shape (C, 10, 10), channel first, unstacked;
     * `frame_skip` package steps per `step`, their rewards summed, unclipped; all

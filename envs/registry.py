@@ -4,14 +4,36 @@
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
 
 from envs.atari import atari_env
 from envs.games import resolve_game
-from envs.interface import TrainingEnv
 from envs.lean_atari import LeanAtariEnv
 from envs.minatar import MinAtarEnv, minatar_frame_shape, resolve_minatar_game
 from envs.settings import ENVIRONMENTS, KIND, AtariSettings, MinAtarSettings
 from schema import Settings, typed
+
+
+class TrainingEnv(Protocol):
+    """What the training loop needs of one game, as single preprocessed frames. `info` carries
+    `life_lost` (the game goes on) and `episode_frame_number` (emulator frames since the reset);
+    `capture_state` and `restore_state` make a checkpointed run continue exactly."""
+
+    action_space: Any  # a discrete space: `action_space.n` actions
+
+    def reset(self, *, seed: int | None = None) -> tuple[np.ndarray, dict[str, Any]]: ...
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]: ...
+
+    def noops_after_life_loss(self) -> tuple[np.ndarray, bool, dict[str, Any]]: ...
+
+    def capture_state(self) -> dict[str, Any]: ...
+
+    def restore_state(self, state: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,15 @@ from replay.registry import SAMPLERS
 from training.settings import CheckpointSettings, EvaluationSettings, RunSettings, TrainSettings
 
 
-def default_configs() -> dict[str, dict]:
-    """Hydra config name -> its values."""
+def register_defaults() -> None:
+    """Store each config, untyped: a value of the wrong type then reaches the project's own
+    one-line refusal instead of Hydra's."""
     schemas = (RunSettings, TrainSettings, EvaluationSettings, CheckpointSettings, AgentSettings)
     kinds = {
         **{f"{kind}_replay_settings": (kind, s.settings) for kind, s in SAMPLERS.items()},
         **{f"{kind}_env_settings": (kind, env.settings) for kind, env in ENVIRONMENTS.items()},
     }
-    return {
+    configs = {
         **{f"{schema.section or 'run'}_settings": schema.defaults() for schema in schemas},
         # A schema of several kinds (both Atari kinds) gives each its own name.
         **{name: {**schema.defaults(), "kind": kind} for name, (kind, schema) in kinds.items()},
@@ -26,10 +27,5 @@ def default_configs() -> dict[str, dict]:
         # presets build their agent section on this (`- /prioritized_agent_settings@agent`).
         "prioritized_agent_settings": {"learning_rate": AgentSettings.learning_rate / 4},
     }
-
-
-def register_defaults() -> None:
-    """Store each config, untyped: a value of the wrong type then reaches the project's own
-    one-line refusal instead of Hydra's."""
-    for name, values in default_configs().items():
+    for name, values in configs.items():
         ConfigStore.instance().store(name=name, node=values)

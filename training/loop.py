@@ -10,9 +10,9 @@ import numpy as np
 
 from agents.double_dqn import DoubleDQN
 from artifacts.run_directory import RunDirectory
-from artifacts.snapshot import save_final_snapshot
+from artifacts.snapshot import save_agent_snapshot
 from envs.frame_stack import FrameStack
-from envs.interface import TrainingEnv
+from envs.registry import TrainingEnv
 from replay.buffer import ReplayBuffer
 from training.checkpoints import CheckpointStore
 from training.periodic_test import PeriodicTest
@@ -178,7 +178,9 @@ class Training:
         self.progress.hyperparameters(self.cfg, self.periodic_test.best_score)
         env, path = self.cfg.env, RunDirectory(self.run_dir).final_snapshot
         frames = self.step * env.frame_skip
-        save_final_snapshot(path, self.parts.agent, game=env.game, step=self.step, frames=frames)
+        save_agent_snapshot(
+            path, self.parts.agent, game=env.game, step=self.step, frames=frames, final=True
+        )
         self.checkpoints.keep_latest_only()
 
     def _act_and_store(self) -> None:

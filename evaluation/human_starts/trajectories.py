@@ -21,12 +21,12 @@ import ale_py
 import gymnasium as gym
 
 from artifacts.atomic import write_atomically
+from artifacts.header import Header
 from envs.games import resolve_game
 
 gym.register_envs(ale_py)
 
-FORMAT = "per-atari-trajectories"
-VERSION = 1
+TRAJECTORIES = Header("per-atari-trajectories", 1, "trajectory file")
 NUM_ALE_ACTIONS = 18
 
 
@@ -47,8 +47,7 @@ class TrajectoryLog:
 
 def save_trajectories(path: str | os.PathLike, log: TrajectoryLog) -> None:
     document = {
-        "format": FORMAT,
-        "version": VERSION,
+        **TRAJECTORIES.fields(),
         "game": resolve_game(log.game).rom_id,
         "rom_md5": rom_md5(log.game),
         "ale_py_version": ale_py.__version__,
@@ -70,14 +69,11 @@ def load_trajectories(path: str | os.PathLike) -> TrajectoryLog:
         document = json.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"trajectory file {path} is unreadable or not JSON: {error}") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a trajectory file (format must be {FORMAT!r})")
+    TRAJECTORIES.check(path, document)
 
     def fail(key: str, allowed: str):
         raise ValueError(f"trajectory file {path}: {key} must be {allowed}")
 
-    if document.get("version") != VERSION:
-        fail("version", str(VERSION))
     try:
         game = resolve_game(str(document.get("game"))).rom_id
     except ValueError:

@@ -146,7 +146,7 @@ def test_paired_table_compares_runs_of_one_seed():
 def test_a_grid_beyond_the_memory_is_refused_before_any_work(
     tmp_path, capsys, monkeypatch, max_n, needed
 ):
-    monkeypatch.setattr(cliffwalk_main, "available_memory_bytes", lambda: 16 * 10**9)
+    monkeypatch.setattr(cliffwalk_main, "available_memory", lambda: (16 * 10**9, ""))
     with pytest.raises(SystemExit) as stop:
         main(["--max-n", max_n, "--out", str(tmp_path / "out")])
     assert stop.value.code == 2

@@ -1,4 +1,4 @@
-"""The `TrainingEnv` contract of envs/interface.py, checked on every environment in
+"""The `TrainingEnv` contract of envs/registry.py, checked on every environment in
 `envs.registry.ENVIRONMENTS`, built as train.py builds it from its config group
 (configs/env/<kind>.yaml, at its default game) and played for real: an environment added to
 the registry is checked unchanged. What only some kinds do (Atari's no-ops and lives, MinAtar's

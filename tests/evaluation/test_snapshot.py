@@ -9,7 +9,7 @@ import torch
 
 from agents.double_dqn import DoubleDQN
 from agents.settings import AgentSettings
-from artifacts.snapshot import load_agent_snapshot, save_agent_snapshot, save_final_snapshot
+from artifacts.snapshot import load_agent_snapshot, save_agent_snapshot
 from tests.evaluation.test_evaluate_minatar import minatar_agent
 from tests.training.test_checkpoints import failing_after_half
 
@@ -129,7 +129,7 @@ def test_weights_of_another_network_are_refused(tmp_path):
 def test_the_final_snapshot_is_a_snapshot_with_target_network_and_optimizer(tmp_path):
     agent = make_agent()
     path = tmp_path / "agent_final.pt"
-    save_final_snapshot(path, agent, game="pong", step=50, frames=200)
+    save_agent_snapshot(path, agent, game="pong", step=50, frames=200, final=True)
     loaded, info = load_agent_snapshot(path)
     assert (info.game, info.step, info.frames, info.score) == ("pong", 50, 200, None)
     for name, tensor in agent.online.state_dict().items():

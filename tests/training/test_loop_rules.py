@@ -183,7 +183,7 @@ def test_the_final_snapshot_which_marks_a_run_finished_is_written_last(tmp_path,
     def killed(*arguments, **keywords):
         raise Killed
 
-    monkeypatch.setattr(loop, "save_final_snapshot", killed)
+    monkeypatch.setattr(loop, "save_agent_snapshot", killed)
     with pytest.raises(Killed):
         training.run()
     run = RunDirectory(tmp_path)
