@@ -60,8 +60,8 @@ def kernel_bytes(path: Path, key: str) -> int:
     return int(fields[key].split()[0]) * 1024
 
 
-def _gigabytes(count: int) -> str:
-    return f"{count / 1e9:.1f} GB"
+def size_text(count: int) -> str:
+    return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
 
 
 def _address_space_left(proc: Path) -> list[tuple[int, str]]:
@@ -73,7 +73,7 @@ def _address_space_left(proc: Path) -> list[tuple[int, str]]:
         mapped = kernel_bytes(proc / "self/status", "VmSize")
     except (OSError, KeyError, ValueError):
         mapped = 0
-    why = f" under this process's address-space limit (ulimit -v: {_gigabytes(limit)})"
+    why = f" under this process's address-space limit (ulimit -v: {size_text(limit)})"
     return [(max(0, limit - mapped), why)]
 
 
@@ -116,7 +116,7 @@ def _cgroup_left(directory: Path, limit_file: str, usage_file: str, reclaimable:
     except (OSError, ValueError):
         return None
     why = (
-        f" under this process's memory cgroup limit ({_gigabytes(limit)}: {directory / limit_file})"
+        f" under this process's memory cgroup limit ({size_text(limit)}: {directory / limit_file})"
     )
     return max(0, limit - usage + cache), why
 

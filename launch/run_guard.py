@@ -15,7 +15,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from agents.networks import build_network
 from agents.policy import check_pipelined, resolve_device
-from artifacts.command_line import available_memory, unwritable_reason
+from artifacts.command_line import available_memory, size_text, unwritable_reason
 from artifacts.run_directory import RunDirectory
 from envs.registry import environment_kind
 from replay.buffer import memory_bytes
@@ -138,7 +138,7 @@ def check_memory(run: Run) -> None:
     if needed > available:
         raise ValueError(
             f"replay.capacity={run.replay.capacity} is not allowed: a full replay needs "
-            f"{needed / 1e9:.1f} GB and this machine has {available / 1e9:.1f} GB available"
+            f"{size_text(needed)} and this machine has {size_text(available)} available"
             f"{limit}"
         )
 
@@ -172,10 +172,6 @@ def run_disk_bytes(run: Run, checkpoints: int | None = None) -> int:
     state = replay_bytes(run) + STATE_NETWORKS * networks
     kept = run.checkpoint.keep if checkpoints is None else checkpoints
     return kept * state + SNAPSHOT_NETWORKS * networks
-
-
-def size_text(count: int) -> str:
-    return f"{count / 1e9:.1f} GB" if abs(count) >= 10**8 else f"{count / 1e6:.1f} MB"
 
 
 def disk_needs(run: Run, checkpoints: Path) -> tuple[int, int, Path]:

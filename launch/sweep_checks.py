@@ -27,9 +27,10 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
+from artifacts.command_line import size_text
 from artifacts.run_directory import CONFIG, RunDirectory
 from launch.run_config import check_run
-from launch.run_guard import disk_needs, error_line, size_text
+from launch.run_guard import disk_needs, error_line
 from training.run_record import config_record
 from training.settings import Run
 

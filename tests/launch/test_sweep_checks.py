@@ -14,6 +14,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.types import RunMode
 
+from artifacts.command_line import size_text
 from launch import run_guard, sweep_checks
 
 CONFIGS = str(Path(__file__).resolve().parents[2] / "configs")
@@ -106,8 +107,8 @@ def test_the_disk_must_hold_every_job_together_as_they_run(
     err = refusal(capsys, *sweep)
     assert err == (
         f"error: the sweep's 3 unfinished jobs, {at_once} at a time, need "
-        f"{run_guard.size_text(together)} more on the disk of {tmp_path} (each finished job "
-        f"keeps a checkpoint and its snapshots) and it has {run_guard.size_text(together - 1)} "
+        f"{size_text(together)} more on the disk of {tmp_path} (each finished job "
+        f"keeps a checkpoint and its snapshots) and it has {size_text(together - 1)} "
         "free: lower checkpoint.keep or replay.capacity, run fewer jobs at a time "
         "(hydra.launcher.n_jobs), or give hydra.sweep.dir on a larger disk\n"
     )
