@@ -27,6 +27,7 @@ def parameter_change_norms(
         g_i  = −clip(δ_i, ±κ) ∇θ Q(s_i, a_i)         transition i's gradient of Huber_κ(δ_i)
         ḡ    = (1/B) Σ_j w_j g_j                     the batch gradient the step uses
         D    = sqrt(v − m² + ε)                      m, v: RMSProp's g and g2 after the step
+                                                     (sqrt(v − m²) + ε: `torch_rmsprop`)
         s_i  = ‖∇θ Q(s_i, a_i) / D‖₂,  Δθ_i = −lr · (g_i / B) / D   (i's share of the step)
         norm_i = ‖Δθ_i‖₂ / (lr / B · mean_j s_j) = |clip(δ_i, ±κ)| · s_i / mean_j s_j
 
@@ -56,7 +57,11 @@ def parameter_change_norms(
         # In place on fresh tensors: each pass over a parameter-sized tensor costs.
         grad_avg = state["grad_avg"].lerp(batch_gradient, 1.0 - decay)
         square_avg = state["square_avg"].lerp(batch_gradient.square_(), 1.0 - decay)
-        divisor = square_avg.addcmul_(grad_avg, grad_avg, value=-1.0).add_(epsilon).rsqrt_()
+        spread = square_avg.addcmul_(grad_avg, grad_avg, value=-1.0)
+        if optimizer.epsilon_inside:
+            divisor = spread.add_(epsilon).rsqrt_()
+        else:
+            divisor = spread.sqrt_().add_(epsilon).reciprocal_()
         scaled = gradients.mul_(divisor)
         sensitivities += torch.linalg.vector_norm(scaled.reshape(len(actions), -1), dim=1) ** 2
     sensitivities = sensitivities.sqrt()

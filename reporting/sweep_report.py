@@ -21,7 +21,7 @@ import numpy as np
 from envs.games import resolve_game
 from evaluation.scores import reference_scores
 from reporting import curves, export, minatar, report
-from reporting.results import ATARI_FAMILY, ExportedRun
+from reporting.results import ATARI_FAMILY, EVALUATIONS, TRAINING_RETURNS, ExportedRun
 
 MAX_EVAL_BINS = 200  # the paper's 200M frames hold 200 test evaluations
 EPISODE_BINS = 50  # training returns are irregular and noisy: average them over 2 % slices
@@ -155,10 +155,11 @@ def atari_report(runs: Sequence[ExportedRun], shown_as: str, notes: list[str]) -
     a ValueError where none has scalars to report. The curve is the test evaluation when any
     run has one (on one point per evaluation: the most any run has, up to 200), else the
     training return (on 50 slices): no plot mixes test scores with training returns."""
-    tests = any(run.tests.size for run in runs)
-    tag = export.EVAL_TAG if tests else export.EPISODE_TAG
-    shown = [run for run in runs if (run.tests if tests else run.returns).size]
-    left = [f"{run.info.path}: no `{tag}` scalars, left out" for run in runs if run not in shown]
+    tests = any(run.tests is not None and run.tests.size for run in runs)
+    tag, file = (export.EVAL_TAG, EVALUATIONS) if tests else (export.EPISODE_TAG, TRAINING_RETURNS)
+    shown, left = report.with_scores(
+        runs, "tests" if tests else "returns", file, f"`{tag}` scalars"
+    )
     if not shown:
         raise ValueError(f"no Atari run has scalars to report ({'; '.join(left)})")
     groups, repeats = report.by_setting(shown)

@@ -33,10 +33,12 @@ class TinyQ(nn.Module):
         return self.head(hidden.flatten(1)) + self.bias
 
 
-def warmed_up(network: nn.Module, seed: int) -> CenteredRMSProp:
+def warmed_up(network: nn.Module, seed: int, epsilon_inside: bool = True) -> CenteredRMSProp:
     """An optimizer whose statistics are not zero: three steps on random batches."""
     generator = torch.Generator().manual_seed(seed)
-    optimizer = SteppedRMSProp(network.parameters(), lr=0.01, decay=0.9, epsilon=1e-4)
+    optimizer = SteppedRMSProp(
+        network.parameters(), lr=0.01, decay=0.9, epsilon=1e-4, epsilon_inside=epsilon_inside
+    )
     shape = (6, *network_input_shape(network))
     for _ in range(3):
         states = torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator)
@@ -85,7 +87,10 @@ def reference_shares(network, optimizer, states, actions, targets, weights, clip
         state = optimizer.state[param]
         grad_avg = decay * state["grad_avg"].double() + (1 - decay) * batch_gradient
         square_avg = decay * state["square_avg"].double() + (1 - decay) * batch_gradient**2
-        divisors.append(torch.sqrt(square_avg - grad_avg**2 + epsilon))
+        if optimizer.epsilon_inside:
+            divisors.append(torch.sqrt(square_avg - grad_avg**2 + epsilon))
+        else:  # torch's RMSprop(centered=True)
+            divisors.append(torch.sqrt(square_avg - grad_avg**2) + epsilon)
     shares = [
         [-lr * (g / batch_size) / d for g, d in zip(gs, divisors, strict=True)]
         for gs in loss_gradients
@@ -100,11 +105,14 @@ def norm(vectors) -> torch.Tensor:
     return torch.sqrt(sum((v**2).sum() for v in vectors))
 
 
-@pytest.mark.parametrize(("network_class", "batch_size"), [(TinyQ, 7), (NatureQNetwork, 3)])
-def test_norms_match_one_backward_pass_per_transition(network_class, batch_size):
+@pytest.mark.parametrize(
+    ("network_class", "batch_size", "epsilon_inside"),
+    [(TinyQ, 7, True), (TinyQ, 7, False), (NatureQNetwork, 3, True)],
+)
+def test_norms_match_one_backward_pass_per_transition(network_class, batch_size, epsilon_inside):
     torch.manual_seed(0)
     network = network_class(3) if network_class is TinyQ else network_class(3, 4, (84, 84))
-    optimizer = warmed_up(network, seed=1)
+    optimizer = warmed_up(network, seed=1, epsilon_inside=epsilon_inside)
     states, actions, targets, weights = case(network, batch_size, seed=2)
     norms = parameter_change_norms(network, optimizer, states, actions, targets, weights, 1.0)
     shares, sensitivities, lr = reference_shares(
@@ -118,10 +126,11 @@ def test_norms_match_one_backward_pass_per_transition(network_class, batch_size)
     assert (expected > 0).all()
 
 
-def test_the_shares_sum_to_the_optimizers_step_under_uniform_weights():
+@pytest.mark.parametrize("epsilon_inside", [True, False])
+def test_the_shares_sum_to_the_optimizers_step_under_uniform_weights(epsilon_inside):
     torch.manual_seed(3)
     network = TinyQ()
-    optimizer = warmed_up(network, seed=4)
+    optimizer = warmed_up(network, seed=4, epsilon_inside=epsilon_inside)
     states, actions, targets, _ = case(network, 5, seed=5)
     weights = torch.ones(5)
     shares, _, _ = reference_shares(network, optimizer, states, actions, targets, weights, 1.0)

@@ -126,6 +126,17 @@ def test_scores_without_a_run_config_are_named_in_a_note(results, tmp_path):
         assert f"- {empty}: scores without a run's config.yaml" in text
 
 
+def test_an_export_without_its_test_scores_is_left_out_with_a_note(results, tmp_path):
+    """An export whose evaluations.csv is gone (a removal cut short) beside a whole one."""
+    partial = results.parent / "seed1_10M"
+    shutil.copytree(results, partial)
+    (partial / "evaluations.csv").unlink()
+    for command in ([], ["published"]):
+        out = tmp_path / "out" / "-".join(command)
+        text = main([*command, str(results.parents[2]), "--out", str(out)]).read_text()
+        assert f"{partial}: no evaluations.csv (not an exported run), left out" in text
+
+
 def export_within(file_bytes: int | None, source: Path, out: Path) -> subprocess.CompletedProcess:
     """`python -m reporting export` where no file may grow beyond `file_bytes` (a disk that
     fills up part-way through the export)."""
