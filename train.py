@@ -46,8 +46,8 @@ from launch.run_guard import (
 )
 from launch.sweep_checks import STOP_STATUS
 from replay.buffer import NonFiniteTDErrors, ReplayBuffer
-from replay.priority_signals import needs_parameter_change_norms
-from replay.registry import SAMPLERS, build_sampler, build_storage
+from replay.priority_signals import signal_named
+from replay.registry import SAMPLERS, build_storage
 from training.checkpoints import CheckpointError, CheckpointStore
 from training.evaluation_worker import EvaluationWorkerError
 from training.loop import (
@@ -83,7 +83,7 @@ def build(run: Run) -> Components:
         batch_size=run.train.batch_size,
         frame_shape=frame_shape,
         # Per-sample gradients on every update: only for the signal that reads them.
-        compute_parameter_change_norms=needs_parameter_change_norms(signal),
+        compute_parameter_change_norms=signal_named(signal).reads_parameter_change_norms,
     )
     storage = build_storage(
         run.replay.eviction,
@@ -92,7 +92,7 @@ def build(run: Run) -> Components:
         frame_shape,
         device=None if run.replay.device == "cpu" else agent.device,
     )
-    sampler = build_sampler(run.replay, rngs["sampler"])
+    sampler = SAMPLERS[run.replay.kind].from_settings(run.replay, rngs["sampler"])
     replay = ReplayBuffer(
         storage,
         sampler,

@@ -26,7 +26,6 @@ class NatureQNetwork(nn.Module):
         super().__init__()
         if tuple(frame_shape) != (FRAME_SIZE, FRAME_SIZE):
             raise ValueError(f"the Nature network takes 84x84 frames, not {tuple(frame_shape)}")
-        self.num_actions, self.history_length = num_actions, history_length
         # torch's default init (kaiming_uniform with a=sqrt(5), bias bound 1/sqrt(fan_in)) is
         # exactly Torch7's uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) used in DeepMind's DQN code.
         self.features = nn.Sequential(
@@ -85,7 +84,6 @@ class MinAtarQNetwork(nn.Module):
         if len(frame_shape) != 3:
             raise ValueError(f"the MinAtar network takes (C, H, W) frames, not {frame_shape}")
         channels, height, width = frame_shape
-        self.num_actions, self.history_length = num_actions, history_length
         self.conv = nn.Conv2d(history_length * channels, 16, kernel_size=3, stride=1)
         self.hidden = nn.Linear(16 * (height - 2) * (width - 2), 128)
         self.output = nn.Linear(128, num_actions)

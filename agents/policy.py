@@ -25,9 +25,8 @@ class EpsilonGreedy:
         rng: np.random.Generator | None = None,
         cuda_graphs: bool = False,
     ) -> None:
-        self.network, self.device = network, device
+        self.network, self.rng = network, rng
         self.num_actions, self.history_length = num_actions, history_length
-        self.rng, self.cuda_graphs = rng, cuda_graphs
         use_device(device)
         self._greedy_on_gpu = None
         if device.type == "cuda":

@@ -114,8 +114,3 @@ def signal_named(name: str) -> PrioritySignal:
     """The signal `name`, or a one-line ValueError naming `replay.priority_signal`."""
     one_of(PRIORITY_SIGNALS).check("replay.priority_signal", name)
     return PRIORITY_SIGNALS[name]
-
-
-def needs_parameter_change_norms(name: str) -> bool:
-    """Whether the learner must compute per-transition parameter-change norms for `name`."""
-    return signal_named(name).reads_parameter_change_norms

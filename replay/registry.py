@@ -5,12 +5,10 @@ one line here and one `configs/replay/<kind>.yaml` on that schema's defaults
 forget when full: `replay.eviction`. Both are checked by the settings' rules, which look
 them up here; what is built from settings a schema has read is built as they say."""
 
-import numpy as np
-
 from replay.proportional import ProportionalSampler
 from replay.rank_based import RankBasedSampler
-from replay.sampler import Sampler, UniformSampler
-from replay.settings import KIND, SAMPLERS, STORAGES, ReplaySettings
+from replay.sampler import UniformSampler
+from replay.settings import KIND, SAMPLERS, STORAGES
 from replay.storage import FrameStorage, Storage
 from replay.transition_storage import TransitionStorage
 
@@ -26,11 +24,6 @@ def sampler_class(kind: str) -> type:
     """The sampler named `kind`, or a one-line ValueError naming `replay.kind` (its rule's)."""
     KIND.check("replay.kind", kind)
     return SAMPLERS[kind]
-
-
-def build_sampler(settings: ReplaySettings, rng: np.random.Generator) -> Sampler:
-    """The sampler `settings.kind`, built from the replay section its schema read."""
-    return SAMPLERS[settings.kind].from_settings(settings, rng)
 
 
 def build_storage(

@@ -25,7 +25,7 @@ import numpy as np
 
 from artifacts.run_directory import CONFIG, RunDirectory, find_runs, read_yaml_file
 from evaluation.runs import SNAPSHOT_NAMES
-from reporting.score_table import GAME_COLUMNS, RAW_GAME_COLUMNS, RunScore
+from reporting.score_table import GAME_COLUMNS, RAW_GAME_COLUMNS, RunScore, report_files
 
 EVALUATIONS, TRAINING_RETURNS, TRAINED = "evaluations.csv", "training_returns.csv", "trained.yaml"
 EVALUATION_COLUMNS = "step frames episodes mean_score normalized_score episode_scores".split()
@@ -218,7 +218,7 @@ class ExportedRun:
 
     def evaluation(self, protocol: str) -> SnapshotEvaluation | None:
         """evaluate.py's evaluation of the run under `protocol`; None where it has none."""
-        path = self.info.path / f"evaluation_{protocol}.json"
+        path = report_files(self.info.path, protocol)[0]
         return read_snapshot_evaluation(path) if path.is_file() else None
 
 

@@ -188,8 +188,7 @@ def _rliable_iqm(matrix: np.ndarray, *, reps: int, seed: int) -> tuple[float, fl
 
 
 def report_files(directory: Path, protocol: str) -> tuple[Path, Path]:
-    """The JSON and CSV files of `protocol`'s report in ``directory``; protocol ``*`` makes
-    them glob patterns of every protocol's."""
+    """The JSON and CSV files of `protocol`'s report in ``directory``."""
     return directory / f"evaluation_{protocol}.json", directory / f"evaluation_{protocol}.csv"
 
 

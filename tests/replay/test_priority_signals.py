@@ -10,7 +10,6 @@ from replay.priority_signals import (
     PRIORITY_SIGNALS,
     SignalInputs,
     huber_loss_priorities,
-    needs_parameter_change_norms,
     parameter_change_priorities,
     signal_named,
     td_error_change_priorities,
@@ -76,8 +75,11 @@ def test_signals_leave_their_inputs_alone():
 
 
 def test_only_the_parameter_change_signal_needs_the_learners_norms():
-    assert needs_parameter_change_norms("parameter_change")
-    assert not any(map(needs_parameter_change_norms, ("td_error", "td_error_change", "huber_loss")))
+    def reads(name):
+        return signal_named(name).reads_parameter_change_norms
+
+    assert reads("parameter_change")
+    assert not any(map(reads, ("td_error", "td_error_change", "huber_loss")))
 
 
 def test_huber_loss_priority_is_the_unclipped_loss_plus_epsilon():

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from scipy.stats import chisquare
 
 from replay.buffer import ReplayBuffer
-from replay.registry import SAMPLERS, STORAGES, build_sampler
+from replay.registry import SAMPLERS, STORAGES
 from schema import typed
 
 PRESETS = Path(__file__).resolve().parents[2] / "configs" / "replay"
@@ -27,7 +27,7 @@ def make(kind, capacity, rng=None):
     preset = OmegaConf.to_container(OmegaConf.load(PRESETS / f"{kind}.yaml")).get("replay", {})
     rng = np.random.default_rng(0) if rng is None else rng
     settings = {**preset, "kind": kind, "capacity": capacity}
-    return build_sampler(typed(SAMPLERS[kind].settings, settings), rng)
+    return SAMPLERS[kind].from_settings(typed(SAMPLERS[kind].settings, settings), rng)
 
 
 def sampleable(sampler) -> np.ndarray:
