@@ -2,15 +2,15 @@
 
     python -m reporting published results --out results/report
 
-Reads the exported Atari runs and writes into OUT, per game, published_<game>.png (each
-setting's periodic-test score against frames, median and min–max over runs, with Dopamine's
-curves) and training_<game>.png (the mean training return per 1M-frame iteration, the measure
-Dopamine published), and report.md (per game and setting, the test score at the last frame
-count all its runs share, the training return of the last iteration all completed; per run,
-its evaluation by `python evaluate.py RUN_DIR`, where it has one). A setting is a variant and
-what else tells its runs apart (a budget, a β schedule): only seeds are pooled. Dopamine's
-curves are training returns under another protocol (reporting/data/README.md): a reference for
-the order of magnitude only.
+Reads the exported Atari runs and writes into OUT, per game and budget,
+published_<game>_<budget>.png (each setting's periodic-test score against frames, median and
+min–max over runs, with Dopamine's curves) and training_<game>_<budget>.png (the mean training
+return per 1M-frame iteration, the measure Dopamine published), and report.md (per game and
+setting, the test score at the last frame count all its runs share, the training return of
+the last iteration all completed; per run, its evaluation by `python evaluate.py RUN_DIR`,
+where it has one). A setting is a variant and what else tells its runs apart (a budget, a β
+schedule): only seeds are pooled. Dopamine's curves are training returns under another
+protocol (reporting/data/README.md): a reference for the order of magnitude only.
 """
 
 import functools
@@ -112,11 +112,6 @@ class Variant:
     def key(self) -> str:
         """Its name with its budget: a variant at two budgets is two experiments."""
         return f"{self.name} {self.budget}"
-
-    @property
-    def legend(self) -> str:
-        """`key` in a figure."""
-        return f"{report.label(self.name)}, {self.budget}"
 
 
 def first_start(run: ExportedRun) -> str:
@@ -258,8 +253,8 @@ def markdown(variants: Sequence[Variant]) -> list[str]:
 
 
 def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title: str) -> None:
-    """One game: each variant's band (median, min–max over runs) of `bands` and Dopamine's
-    published curves dashed, against frames."""
+    """One game at one budget: each variant's band (median, min–max over runs) of `bands` and
+    Dopamine's published curves dashed, against frames."""
     figure, panel = report.axes(7, 4.5)
 
     def draw(band: Band, colour: str, legend: str, **line) -> None:
@@ -273,7 +268,7 @@ def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title
         unfinished = sum(not run.finished for run in variant.group.runs)
         runs = f"{count} run{'s' * (count != 1)}" + f", {unfinished} unfinished" * (unfinished > 0)
         if band is not None:
-            legend = f"{variant.legend} frames ({runs})"
+            legend = f"{report.label(variant.name)} ({runs})"
             draw(band, colours[variant.key], legend, marker=".")
     for agent, band in references.items():  # markers: a short run overlaps one Dopamine point
         legend = f"Dopamine {agent} (training returns, sticky actions; reference only)"
@@ -281,7 +276,8 @@ def plot_game(variants, bands, path: Path, references: Mapping[str, Band], title
     game = variants[0].group.game
     random_score = reference_scores(game, "noop")[0]
     panel.axhline(random_score, color="grey", linestyle=":", linewidth=1, label="random (no-op)")
-    title, ylabel = f"{resolve_game(game).name}: {title}", "score (median, min–max over runs)"
+    title = f"{resolve_game(game).name}, {variants[0].budget}-frame runs: {title}"
+    ylabel = "score (median, min–max over runs)"
     # A see-through legend: points may lie behind it.
     report.finish(panel, title, "emulator frames (millions)", ylabel, framealpha=0.5)
     report.save(figure, path)
@@ -303,16 +299,19 @@ def build(results_dir: Path, out: Path) -> Path:
     groups, repeats = report.by_setting(tested)
     variants = [variant(group) for group in sorted(groups, key=lambda group: group.order)]
     figures = {}
-    for game in sorted({v.group.game for v in variants}):
-        ours = [v for v in variants if v.group.game == game]
+    frames = sorted({(v.group.game, v.group.runs[0].info.total_frames) for v in variants})
+    for game, budget in ((game, count_name(total)) for game, total in frames):
+        # A figure per budget: a 2M-frame run's curve is lost among 10M-frame ones.
+        ours = [v for v in variants if (v.group.game, v.budget) == (game, budget)]
+        name = f"{game}_{budget}.png"
         references = dopamine_at(game, max(int(v.band.frames[-1]) for v in ours))[1]
         plot = functools.partial(plot_game, ours, references=references)
         tests, training = [v.band for v in ours], [v.training for v in ours]
         title = "periodic test (no-op starts)"
-        figures[f"published_{game}.png"] = functools.partial(plot, tests, title=title)
+        figures[f"published_{name}"] = functools.partial(plot, tests, title=title)
         if any(band is not None for band in training):
             title = "training return per 1M-frame iteration"
-            figures[f"training_{game}.png"] = functools.partial(plot, training, title=title)
+            figures[f"training_{name}"] = functools.partial(plot, training, title=title)
     intro = (
         ". *Score*: the mean score of the periodic test (`eval/score`: no-op starts, ε-greedy, "
         "the run's `evaluation` settings) at *frames*, the last frame count at which every run "

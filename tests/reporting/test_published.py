@@ -212,9 +212,9 @@ def test_report_beside_dopamine_at_the_last_shared_frame_count(multirun, tmp_pat
         "227.8 | 7127.7 | 1.0 % | – | – | – | unknown |"  # made before runs recorded their code
     ) in text
     assert "| unknown | unknown | 3 |" in text.split("## Code")[1]
-    for game in ("alien", "pong"):
-        assert (tmp_path / "report" / f"published_{game}.png").read_bytes()[:4] == b"\x89PNG"
-        assert f"![published_{game}.png](published_{game}.png)" in text
+    for figure in ("published_alien_4k.png", "published_pong_1500k.png", "published_pong_2M.png"):
+        assert (tmp_path / "report" / figure).read_bytes()[:4] == b"\x89PNG"  # one per budget
+        assert f"![{figure}]({figure})" in text
 
 
 def test_reexport_overwrites_its_own_files_only(multirun, tmp_path, capsys):
@@ -337,7 +337,7 @@ def test_report_gives_training_returns_per_iteration_beside_dopamine(tmp_path):
         "| Breakout | uniform | 1 | 3.00M of 4M | 3M | 5.0 [5.0, 5.0] | 4.0 [3.3, 4.5] "
         "| 11.3 [11.1, 12.9] |"
     ) in report.read_text()
-    assert (tmp_path / "report" / "training_breakout.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "report" / "training_breakout_4M.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_report_shows_each_runs_noop_evaluation_or_that_it_has_none(multirun, tmp_path):
