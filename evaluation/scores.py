@@ -19,19 +19,19 @@ PAPER_REFERENCE = "human_starts"
 PAPER_COLUMNS = ("dqn", "gorila", "dqn_rank", "ddqn", "ddqn_rank", "ddqn_prop")
 
 
-def _read_csv(name: str) -> csv.DictReader:
-    text = resources.files(__package__).joinpath("data", name).read_text("utf-8")
-    return csv.DictReader(text.splitlines())
+def data_rows(name: str, package: str = __package__) -> list[dict[str, str]]:
+    """The rows of CSV file `name` in `package`'s data/ (its README.md describes it), by column."""
+    text = resources.files(package).joinpath("data", name).read_text("utf-8")
+    return list(csv.DictReader(text.splitlines()))
 
 
 @functools.cache
 def _reference_tables() -> dict[str, dict[str, tuple[float, float]]]:
     """protocol -> ROM id -> (random, human), from the columns ``<protocol>_random|human``."""
-    reader = _read_csv(_REFERENCE_CSV_NAME)
-    columns = reader.fieldnames
-    protocols = [name.removesuffix("_random") for name in columns if name.endswith("_random")]
+    rows = data_rows(_REFERENCE_CSV_NAME)
+    protocols = [name.removesuffix("_random") for name in rows[0] if name.endswith("_random")]
     tables: dict[str, dict[str, tuple[float, float]]] = {p: {} for p in protocols}
-    for row in reader:
+    for row in rows:
         for protocol, table in tables.items():
             pair = (float(row[f"{protocol}_random"]), float(row[f"{protocol}_human"]))
             table[row["rom_id"]] = pair
@@ -75,7 +75,7 @@ class PaperScores:
 @functools.cache
 def _paper_table() -> dict[str, PaperScores]:
     table = {}
-    for row in _read_csv(_TABLE7_CSV_NAME):
+    for row in data_rows(_TABLE7_CSV_NAME):
         agents = {column: float(row[column]) if row[column] else None for column in PAPER_COLUMNS}
         table[row["rom_id"]] = PaperScores(
             row["rom_id"], float(row["random"]), float(row["human"]), **agents

@@ -19,10 +19,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from artifacts.run_directory import variant_name
+from evaluation.scores import data_rows
 from reporting import report
 from reporting.curves import UNIFORM
 from reporting.report import Group
-from reporting.results import ExportedRun, count_name, packaged_rows
+from reporting.results import ExportedRun, count_name
 
 GRID_POINTS = 200  # of the figures' mean over seeds
 REFERENCE_FRAMES = (1_000_000, 5_000_000)  # MinAtar's published DQN: a star, a dashed line
@@ -173,7 +174,7 @@ class Reference:
 def published_dqn() -> dict[str, Reference]:
     """Game -> its reference; a game is not comparable where any of its rows' sources says so."""
     rows: dict[str, list[dict[str, str]]] = {}
-    for row in packaged_rows("minatar_dqn_reference.csv"):
+    for row in data_rows("minatar_dqn_reference.csv", "reporting"):
         rows.setdefault(row["game"], []).append(row)
     return {
         game: Reference(

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from envs.games import resolve_game
-from evaluation.scores import normalized_score, reference_scores
+from evaluation.scores import data_rows, normalized_score, reference_scores
 from reporting import report, results
 from reporting.results import ExportedRun, count_name
 
@@ -53,7 +53,7 @@ def dopamine_curves() -> dict[tuple[str, str], Band]:
     """(ROM id, agent) -> Dopamine's curve; its game names (`mspacman`) resolve like ours."""
     rows: dict[tuple[str, str], list[tuple[float, ...]]] = {}
     columns = ("frames", "median_return", "min_return", "max_return")
-    for row in results.packaged_rows(DOPAMINE_CSV):
+    for row in data_rows(DOPAMINE_CSV, "reporting"):
         key = (resolve_game(row["game"]).rom_id, row["agent"])
         rows.setdefault(key, []).append(tuple(float(row[column]) for column in columns))
     return {key: Band(*np.array(sorted(points)).T) for key, points in rows.items()}

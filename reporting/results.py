@@ -18,7 +18,6 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -50,12 +49,6 @@ def count_name(count: int) -> str:
 def kind_key(kind: str) -> tuple[int, str]:
     """Replay kinds in the paper's order, any other after them by name."""
     return (KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER), kind)
-
-
-def packaged_rows(file_name: str) -> list[dict[str, str]]:
-    """The rows of a CSV file of reporting/data/ (described in its README.md), by column."""
-    text = resources.files(__package__).joinpath("data", file_name).read_text("utf-8")
-    return list(csv.DictReader(text.splitlines()))
 
 
 def whole_text(path: Path) -> str:
