@@ -255,16 +255,17 @@ def format_table(header: dict, rows: list[dict], summary: list[dict]) -> str:
     scores (and their Table 6 percentages) beside it, then one summary line per variant; for a
     raw table (``header["normalized"]`` false) the raw scores alone."""
     lines = [header["title"], ""]
-    heads = f"{'game':<18}{'variant':<13}{'runs':>4}{'episodes':>9}{'score mean ± std':>24}"
+    width = max([12, *(len(row["variant"]) for row in rows)]) + 1  # a variant's name whole
+    heads = f"{'game':<18}{'variant':<{width}}{'runs':>4}{'episodes':>9}{'score mean ± std':>24}"
     if not header["normalized"]:
         lines.append(heads)
-        lines.extend(_raw_cells(row) for row in rows)
+        lines.extend(_raw_cells(row, width) for row in rows)
         return "\n".join(lines)
     paper_heads = "".join(f"{'paper ' + name:>22}" for _, name in PAPER)
     lines.append(f"{heads}{'normalized':>11}{paper_heads}")
     for row in rows:
         paper = "".join(_paper_cell(row, column) for column, _ in PAPER)
-        lines.append(f"{_raw_cells(row)}{_percent(row['normalized']):>11}{paper}")
+        lines.append(f"{_raw_cells(row, width)}{_percent(row['normalized']):>11}{paper}")
     lines.append("")
     for s in summary:
         iqm = (
@@ -284,11 +285,12 @@ def format_table(header: dict, rows: list[dict], summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _raw_cells(row: dict) -> str:
-    """Game, variant, runs, episodes and mean ± std: the columns every table has."""
+def _raw_cells(row: dict, width: int) -> str:
+    """Game, variant (in `width` characters), runs, episodes and mean ± std: the columns every
+    table has."""
     score = f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
     return (
-        f"{row['game'][:17]:<18}{row['variant'][:12]:<13}{row['runs']:>4}"
+        f"{row['game'][:17]:<18}{row['variant']:<{width}}{row['runs']:>4}"
         f"{row['episodes']:>9}{score:>24}"
     )
 

@@ -1,6 +1,8 @@
 """The score table evaluate.py prints and writes, on hand-made run scores: which tables are
 human-normalized, what names their games have, how the episode cap is titled."""
 
+import dataclasses
+
 import pytest
 
 from evaluation.protocol_registry import PROTOCOLS
@@ -61,6 +63,25 @@ def test_the_score_table_normalizes_only_with_a_reference_and_human_reference_ga
         assert all(tuple(row) == RAW_GAME_COLUMNS for row in rows)
         names = {"pong": "Pong", "breakout": "breakout"}  # Atari's display name, MinAtar's id
         assert sorted(row["game"] for row in rows) == sorted(names[run.game] for run in runs)
+
+
+def test_a_long_variant_name_is_printed_whole_with_the_columns_aligned():
+    """Two variants that share their first 12 characters stay two names in the table."""
+    runs = [score("pong", "atari", -20.0), score("pong", "atari", -19.0)]
+    runs[1] = dataclasses.replace(runs[1], variant="uniform-keep_maximum_step", run="other")
+    protocol = PROTOCOLS["noop"]
+    rows = game_rows(runs, protocol)
+    header = {"title": "t", "normalized": True, "paper_note": "paper: note"}
+    lines = format_table(header, rows, summaries(runs, rows, protocol, reps=10, seed=0))
+    table = lines.splitlines()[2:5]
+    assert [line.split()[1] for line in table] == [
+        "variant",
+        "uniform",
+        "uniform-keep_maximum_step",
+    ]
+    ends = [table[0].index("normalized") + len("normalized")]
+    ends += [line.index("%") + 1 for line in table[1:]]  # the normalized column's right edge
+    assert len(set(ends)) == 1
 
 
 def test_minatar_games_keep_their_own_names():
