@@ -5,11 +5,13 @@
 Each Atari run goes to OUT/<game>/<variant>/seed<seed>_<budget>/ (results/pong/proportional/
 seed0_10M/), a run of another family below OUT/<family>/ (results/minatar/breakout/dqn-uniform/
 seed0_1M/), a run that has not finished (no final snapshot) to that name ending in `_unfinished`,
-which its finished export replaces. Its files (`reporting.results`): config.yaml and
-provenance.yaml copied (one that says the code is unknown for a run from before runs recorded
-it), its periodic tests, its training episodes and how far it trained; copied where the run has
-them, changes.yaml and evaluate.py's reports. No checkpoint, snapshot or event file. The
-variant names what differs from the paper's agent and replay (`run_directory.variant_name`).
+which its finished export replaces; an unfinished export that trained further than the run has
+now (a run lost with its machine and started again) is kept. Its files (`reporting.results`):
+config.yaml and provenance.yaml copied (one that says the code is unknown for a run from before
+runs recorded it), its periodic tests, its training episodes and how far it trained; copied
+where the run has them, changes.yaml and evaluate.py's reports. No checkpoint, snapshot or event
+file. The variant names what differs from the paper's agent and replay
+(`run_directory.variant_name`).
 
 Everything is checked before anything is written, and each file written whole or not at all,
 config.yaml last: an export that fails part-way leaves no file cut and no run without its files,
@@ -221,10 +223,25 @@ def remove_unfinished(run: ExportedRun, out: Path) -> None:
         earlier.rmdir()
 
 
+def further_export(run: ExportedRun, out: Path) -> str | None:
+    """Why `run` is not exported: its unfinished export below `out` trained further (the run
+    was lost with its machine and started again from its first step); else None."""
+    target = destination(run.info, out, finished=False)
+    if run.finished or exported_config(target) != run.info.config:
+        return None
+    earlier = results.read_export(RunDirectory(target)).trained_frames
+    if earlier <= run.trained_frames:
+        return None
+    return (
+        f"trained {run.trained_frames:,} frames, not exported: {target} holds its export to "
+        f"{earlier:,} frames, kept (delete it to export this run)"
+    )
+
+
 def build(paths: Sequence[Path], out: Path) -> list[Path]:
     """Exports the runs below `paths` into `out`; returns the directories written. The notes
-    on runs left out (those that logged no score) go to stderr. Raises ValueError before
-    writing anything."""
+    on runs left out (those that logged no score, or whose export trained further) go to
+    stderr. Raises ValueError before writing anything."""
     runs, notes = collect(paths, out)
     logged = [run for run in runs if run.evaluation_rows or run.return_rows]
     notes += [
@@ -234,6 +251,9 @@ def build(paths: Sequence[Path], out: Path) -> list[Path]:
     ]
     if not logged:
         raise ValueError(f"no run below {', '.join(map(str, paths))} has logged any score")
+    behind = {run: reason for run in logged if (reason := further_export(run, out))}
+    notes += [f"{run.info.path}: {reason}" for run, reason in behind.items()]
+    logged = [run for run in logged if run not in behind]
     check_destinations(logged, out)
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -75,6 +75,27 @@ def test_an_unfinished_export_says_how_far_it_trained_and_a_later_export_replace
     assert runs == ["seed0_4k", "seed1_4k", "seed2_4k"]
 
 
+def test_a_run_started_again_does_not_overwrite_its_export_that_trained_further(
+    multirun, tmp_path, capsys
+):
+    results = tmp_path / "results"
+    write_run(multirun / "seed=2", 2, {250: 100.0, 500: 20.0}, 600)
+    main(["export", str(multirun), "--out", str(results)])
+    unfinished = results / "pong/proportional/seed2_4k_unfinished"
+    exported = {path.name: path.read_bytes() for path in unfinished.iterdir()}
+    # Its machine lost, the run starts again from its first step: 330 steps, behind its 600.
+    shutil.rmtree(multirun / "seed=2")
+    write_run(multirun / "seed=2", 2, {250: 7.0}, STOPPED_AT)
+    main(["export", str(multirun), "--out", str(results)])
+    assert {path.name: path.read_bytes() for path in unfinished.iterdir()} == exported
+    note = f"{multirun / 'seed=2'}: trained 1,320 frames, not exported: {unfinished} holds"
+    assert f"{note} its export to 2,400 frames, kept" in capsys.readouterr().err
+    # Once it has trained further, its export moves on.
+    write_run(multirun / "seed=2", 2, {250: 7.0, 500: 8.0, 750: 9.0}, 800)
+    main(["export", str(multirun), "--out", str(results)])
+    assert yaml.safe_load((unfinished / "trained.yaml").read_text())["steps"] == 800
+
+
 def test_the_sweep_report_ends_an_unfinished_curve_where_it_stopped_and_says_so(multirun, tmp_path):
     text = main([str(multirun), "--out", str(tmp_path / "report")]).read_text()
     # The final score is over the two seeds that reached the end (40 and 41), not seed 2's
