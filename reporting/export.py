@@ -208,11 +208,17 @@ def write(run: ExportedRun, directory: Path) -> Path:
     return directory
 
 
+def unfinished_export(run: ExportedRun, out: Path) -> Path | None:
+    """The run's unfinished export below `out`, if one holds this run's config."""
+    earlier = destination(run.info, out, finished=False)
+    return earlier if exported_config(earlier) == run.info.config else None
+
+
 def remove_unfinished(run: ExportedRun, out: Path) -> None:
     """A finished run's export replaces its unfinished one, if that is this run's (its config):
     its files go, then its directory if empty."""
-    earlier = destination(run.info, out, finished=False)
-    if not run.finished or exported_config(earlier) != run.info.config:
+    earlier = unfinished_export(run, out) if run.finished else None
+    if earlier is None:
         return
     copies = results.copied_files(RunDirectory(earlier))
     for path in (*copies, *(earlier / name for name in (TRAINED, EVALUATIONS, TRAINING_RETURNS))):
@@ -226,8 +232,8 @@ def remove_unfinished(run: ExportedRun, out: Path) -> None:
 def further_export(run: ExportedRun, out: Path) -> str | None:
     """Why `run` is not exported: its unfinished export below `out` trained further (the run
     was lost with its machine and started again from its first step); else None."""
-    target = destination(run.info, out, finished=False)
-    if run.finished or exported_config(target) != run.info.config:
+    target = None if run.finished else unfinished_export(run, out)
+    if target is None:
         return None
     earlier = results.read_export(RunDirectory(target)).trained_frames
     if earlier <= run.trained_frames:
